@@ -1,0 +1,119 @@
+// The only place that reads the environment. Parsed once at startup, frozen, passed down as a value.
+import { Type as t, type Static } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
+
+const Bool = t.Union([t.Literal('true'), t.Literal('false'), t.Literal('1'), t.Literal('0')])
+const Int = t.String({ pattern: '^[0-9]+$' })
+
+const Env = t.Object({
+  PORT: t.Optional(Int),
+  HOST: t.Optional(t.String({ minLength: 1 })),
+  DATABASE_URL: t.Optional(t.String({ pattern: '^postgres(ql)?://' })),
+  NATS_URL: t.Optional(t.String({ pattern: '^(nats|tls|ws|wss)://' })),
+  REDIS_URL: t.Optional(t.String({ pattern: '^rediss?://' })),
+  DATA_DIR: t.Optional(t.String({ minLength: 1 })),
+  ADMIN_TOKEN: t.Optional(t.String({ minLength: 16 })),
+  SECRET_KEY: t.Optional(t.String({ pattern: '^([0-9a-fA-F]{64}|[A-Za-z0-9+/]{43}=)$' })),
+  LOG_LEVEL: t.Optional(t.Union(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].map((l) => t.Literal(l)))),
+  COUNTRY_HEADER: t.Optional(t.String({ minLength: 1 })),
+  WEBHOOK_ALLOW_PRIVATE_URLS: t.Optional(Bool),
+  /** Comma-separated retry delays in ms; the contract's schedule by default. */
+  WEBHOOK_RETRY_DELAYS_MS: t.Optional(t.String({ pattern: '^[0-9]+(,[0-9]+)*$' })),
+  WEBHOOK_TIMEOUT_MS: t.Optional(Int),
+  WORKERS: t.Optional(Int),
+  CACHE_TTL_MS: t.Optional(Int),
+  CACHE_MAX_KEYS: t.Optional(Int),
+  /** How long a node that lost the bus may answer from memory before reading through to Postgres. */
+  DEGRADED_TTL_MS: t.Optional(Int),
+  SWEEP_INTERVAL_MS: t.Optional(Int),
+  FLUSH_INTERVAL_MS: t.Optional(Int),
+  SHUTDOWN_TIMEOUT_MS: t.Optional(Int),
+  /** Create a demo account on first start with an empty embedded database (default: on in embedded mode). */
+  DEMO_ACCOUNT: t.Optional(Bool),
+})
+
+export type Config = Readonly<{
+  port: number
+  host: string
+  databaseUrl: string | null
+  natsUrl: string | null
+  redisUrl: string | null
+  dataDir: string
+  adminToken: string | null
+  /** 32 bytes; null only until the embedded store generates one under DATA_DIR. */
+  secretKey: Uint8Array | null
+  logLevel: string
+  countryHeader: string
+  webhookAllowPrivateUrls: boolean
+  webhookRetryDelaysMs: readonly number[]
+  webhookTimeoutMs: number
+  workers: number
+  cacheTtlMs: number
+  cacheMaxKeys: number
+  degradedTtlMs: number
+  sweepIntervalMs: number
+  flushIntervalMs: number
+  shutdownTimeoutMs: number
+  demoAccount: boolean
+  embedded: boolean
+}>
+
+// 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: seven retries after the first attempt, eight attempts in all.
+const CONTRACT_RETRY_DELAYS_MS = [5e3, 3e5, 1.8e6, 7.2e6, 1.8e7, 3.6e7, 3.6e7]
+
+export class ConfigError extends Error {}
+
+export function parseSecretKey(text: string): Uint8Array {
+  const bytes = /^[0-9a-fA-F]{64}$/.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64')
+  if (bytes.length !== 32) throw new ConfigError('SECRET_KEY must be 32 bytes (64 hex characters or 44 base64 characters)')
+  return new Uint8Array(bytes)
+}
+
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const raw: Record<string, string> = {}
+  for (const name of Object.keys(Env.properties)) {
+    const v = env[name]
+    if (v !== undefined && v !== '') raw[name] = v
+  }
+  if (!Value.Check(Env, raw)) {
+    const problems = [...Value.Errors(Env, raw)].map((e) => `${e.path.slice(1)}: ${e.message}`)
+    throw new ConfigError(`Invalid configuration:\n  ${problems.join('\n  ')}`)
+  }
+  const e = raw as Static<typeof Env>
+  const int = (v: string | undefined, d: number) => (v === undefined ? d : Number.parseInt(v, 10))
+  const bool = (v: string | undefined, d: boolean) => (v === undefined ? d : v === 'true' || v === '1')
+  const embedded = !e.DATABASE_URL
+  if (!embedded && !e.SECRET_KEY) {
+    throw new ConfigError('SECRET_KEY is required when DATABASE_URL is set (generate one with: openssl rand -hex 32)')
+  }
+  const port = int(e.PORT, 3000)
+  if (port > 65535) throw new ConfigError('PORT must be at most 65535')
+  const workers = int(e.WORKERS, 1)
+  if (workers < 1 || workers > 64) throw new ConfigError('WORKERS must be between 1 and 64')
+  return Object.freeze({
+    port,
+    host: e.HOST ?? '0.0.0.0',
+    databaseUrl: e.DATABASE_URL ?? null,
+    natsUrl: e.NATS_URL ?? null,
+    redisUrl: e.REDIS_URL ?? null,
+    dataDir: e.DATA_DIR ?? './data',
+    adminToken: e.ADMIN_TOKEN ?? null,
+    secretKey: e.SECRET_KEY ? parseSecretKey(e.SECRET_KEY) : null,
+    logLevel: e.LOG_LEVEL ?? 'info',
+    countryHeader: (e.COUNTRY_HEADER ?? 'cf-ipcountry').toLowerCase(),
+    webhookAllowPrivateUrls: bool(e.WEBHOOK_ALLOW_PRIVATE_URLS, false),
+    webhookRetryDelaysMs: e.WEBHOOK_RETRY_DELAYS_MS
+      ? e.WEBHOOK_RETRY_DELAYS_MS.split(',').map(Number)
+      : CONTRACT_RETRY_DELAYS_MS,
+    webhookTimeoutMs: int(e.WEBHOOK_TIMEOUT_MS, 15_000),
+    workers,
+    cacheTtlMs: int(e.CACHE_TTL_MS, 60_000),
+    cacheMaxKeys: int(e.CACHE_MAX_KEYS, 2_000_000),
+    degradedTtlMs: int(e.DEGRADED_TTL_MS, 2_000),
+    sweepIntervalMs: int(e.SWEEP_INTERVAL_MS, 1_000),
+    flushIntervalMs: int(e.FLUSH_INTERVAL_MS, 1_000),
+    shutdownTimeoutMs: int(e.SHUTDOWN_TIMEOUT_MS, 10_000),
+    demoAccount: bool(e.DEMO_ACCOUNT, embedded),
+    embedded,
+  })
+}

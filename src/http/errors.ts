@@ -1,0 +1,98 @@
+// One error type, one code → status table, one envelope (RFC 9457 problem+json).
+
+export const ERROR_STATUS = {
+  invalid_request: 400,
+  unauthorized: 401,
+  plan_limit_reached: 402,
+  plan_upgrade_required: 402,
+  insufficient_scope: 403,
+  not_found: 404,
+  slug_taken: 409,
+  key_revoked: 409,
+  key_expired: 409,
+  activation_limit: 409,
+  idempotency_key_reused: 409,
+  payload_too_large: 413,
+  product_has_active_keys: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  unavailable: 503,
+} as const
+
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+const TITLES: Record<ErrorCode, string> = {
+  invalid_request: 'Invalid request',
+  unauthorized: 'Unauthorized',
+  plan_limit_reached: 'Plan limit reached',
+  plan_upgrade_required: 'Plan upgrade required',
+  insufficient_scope: 'Insufficient scope',
+  not_found: 'Not found',
+  slug_taken: 'Slug taken',
+  key_revoked: 'Key revoked',
+  key_expired: 'Key expired',
+  activation_limit: 'Activation limit reached',
+  idempotency_key_reused: 'Idempotency key reused',
+  payload_too_large: 'Payload too large',
+  product_has_active_keys: 'Product has active keys',
+  rate_limited: 'Rate limited',
+  internal_error: 'Internal error',
+  unavailable: 'Service unavailable',
+}
+
+export interface FieldError {
+  field: string
+  message: string
+}
+
+export class AppError extends Error {
+  readonly status: number
+  constructor(
+    readonly code: ErrorCode,
+    readonly detail: string,
+    readonly extra: { errors?: FieldError[]; retryAfter?: number } = {},
+  ) {
+    super(detail)
+    this.status = ERROR_STATUS[code]
+  }
+}
+
+export const invalid = (field: string, message: string) =>
+  new AppError('invalid_request', `${field} ${message}`, { errors: [{ field, message }] })
+
+export const notFound = (what: string, id: string) => new AppError('not_found', `No ${what} with id ${id}`)
+
+export interface Problem {
+  type: string
+  title: string
+  status: number
+  detail: string
+  code: ErrorCode
+  request_id: string
+  errors?: FieldError[]
+  retry_after?: number
+}
+
+export function problemBody(err: AppError, requestId: string): Problem {
+  const body: Problem = {
+    type: `https://keyward.dev/errors/${err.code}`,
+    title: TITLES[err.code],
+    status: err.status,
+    detail: err.detail,
+    code: err.code,
+    request_id: requestId,
+  }
+  if (err.status === 400) body.errors = err.extra.errors ?? []
+  if (err.status === 429 && err.extra.retryAfter !== undefined) body.retry_after = err.extra.retryAfter
+  return body
+}
+
+export function problemResponse(err: AppError, requestId: string, headers: Record<string, string> = {}): Response {
+  const h: Record<string, string> = {
+    ...headers,
+    'content-type': 'application/problem+json',
+    'x-request-id': requestId,
+  }
+  if (err.status === 429 && err.extra.retryAfter !== undefined) h['retry-after'] = String(err.extra.retryAfter)
+  return new Response(JSON.stringify(problemBody(err, requestId)), { status: err.status, headers: h })
+}

@@ -1,0 +1,91 @@
+// Cross-cutting HTTP behaviour for every route: request ids, the 64 KiB body limit, JSON parsing,
+// one error envelope (problem+json) and one access-log line per request.
+import { Elysia } from 'elysia'
+import { isConnectionError } from '../infra/db'
+import { ulid } from '../infra/crypto'
+import type { Logger } from '../infra/log'
+import { AppError, problemResponse, type FieldError } from './errors'
+
+export const MAX_BODY_BYTES = 64 * 1024
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
+
+const started = new WeakMap<Request, number>()
+
+export function requestIdOf(request: Request): string {
+  const given = request.headers.get('x-request-id')
+  return given && SANE_REQUEST_ID.test(given) ? given : `req_${ulid()}`
+}
+
+/** Reads a body as JSON under the size limit; an empty body is `{}` (so optional bodies may be omitted). */
+export async function readJson(request: Request): Promise<unknown> {
+  const declared = Number(request.headers.get('content-length') ?? 0)
+  if (declared > MAX_BODY_BYTES) throw tooLarge()
+  const buf = await request.arrayBuffer()
+  if (buf.byteLength > MAX_BODY_BYTES) throw tooLarge()
+  if (buf.byteLength === 0) return {}
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(buf))
+  } catch {
+    throw new AppError('invalid_request', 'The request body is not valid JSON', {
+      errors: [{ field: 'body', message: 'must be valid JSON' }],
+    })
+  }
+}
+
+const tooLarge = () => new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
+
+type ValidationLike = { type?: string; all?: { path?: string; message?: string; summary?: string }[] }
+
+function validationError(err: ValidationLike): AppError {
+  // Elysia checks query parameters one by one ("property") and drops their names.
+  const where = err.type === 'property' ? 'query' : (err.type ?? 'body')
+  const errors: FieldError[] = (err.all ?? []).map((e) => ({
+    field: [where, ...(e.path ?? '').split('/').filter(Boolean)].join('.'),
+    message: e.summary || e.message || 'is invalid',
+  }))
+  const first = errors[0]
+  return new AppError('invalid_request', first ? `${first.field}: ${first.message}` : `Invalid ${where}`, { errors })
+}
+
+/** Maps anything thrown to an AppError; unknown errors become a logged, detail-free 500. */
+export function toAppError(code: string | number, error: unknown, log: Logger, requestId: string): AppError {
+  if (error instanceof AppError) return error
+  if (code === 'VALIDATION') return validationError(error as ValidationLike)
+  if (code === 'NOT_FOUND') return new AppError('not_found', 'No such route')
+  if (code === 'PARSE') return new AppError('invalid_request', 'The request body could not be parsed', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
+  if (isConnectionError(error)) {
+    log.warn({ request_id: requestId, err: String(error) }, 'dependency unavailable')
+    return new AppError('unavailable', 'A dependency needed for this call is unavailable; retry shortly')
+  }
+  log.error({ request_id: requestId, err: error }, 'unhandled error')
+  return new AppError('internal_error', 'Something went wrong; the request id identifies it in our logs')
+}
+
+export function kernel(log: Logger) {
+  return new Elysia({ name: 'keyward.kernel' })
+    .onRequest(({ request, set }) => {
+      started.set(request, performance.now())
+      set.headers['x-request-id'] = requestIdOf(request)
+      const declared = Number(request.headers.get('content-length') ?? 0)
+      if (declared > MAX_BODY_BYTES) throw tooLarge()
+    })
+    .onParse({ as: 'global' }, ({ request }) => readJson(request))
+    .onError({ as: 'global' }, ({ code, error, set, request }) => {
+      const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))
+      const appError = toAppError(code, error, log, requestId)
+      const passthrough: Record<string, string> = {}
+      for (const [k, v] of Object.entries(set.headers)) if (k !== 'content-type') passthrough[k] = String(v)
+      return problemResponse(appError, requestId, passthrough)
+    })
+    .onAfterResponse({ as: 'global' }, ({ request, set, route, responseValue }) => {
+      const t0 = started.get(request)
+      const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
+      log.info({
+        method: request.method,
+        route,
+        status,
+        ms: t0 === undefined ? undefined : Math.round((performance.now() - t0) * 100) / 100,
+        request_id: set.headers['x-request-id'],
+      })
+    })
+}

@@ -1,0 +1,72 @@
+// Identifiers, secrets and their at-rest forms. Nothing here logs or stores a plaintext secret.
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto'
+
+const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
+
+export type IdPrefix = 'acct' | 'ak' | 'prod' | 'key' | 'act' | 'wh' | 'evt' | 'whd' | 'lic' | 'req'
+
+/** Uniformly random characters from `alphabet` (rejection sampling, no modulo bias). */
+function randomChars(alphabet: string, n: number): string {
+  const limit = 256 - (256 % alphabet.length)
+  let out = ''
+  while (out.length < n) {
+    for (const b of randomBytes(n * 2)) {
+      if (b < limit) out += alphabet[b % alphabet.length]
+      if (out.length === n) break
+    }
+  }
+  return out
+}
+
+/** ULID: 10 chars of millisecond time + 16 random Crockford chars, so ids sort by creation time. */
+export function ulid(now = Date.now()): string {
+  let time = ''
+  for (let i = 0, ms = now; i < 10; i++, ms = Math.floor(ms / 32)) time = CROCKFORD[ms % 32] + time
+  return time + randomChars(CROCKFORD, 16)
+}
+
+export const newId = (prefix: IdPrefix) => `${prefix}_${ulid()}`
+
+const ID_RE = /^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$/
+/** A well-formed id of the given prefix; anything else is treated as unknown (404) by callers. */
+export const isId = (prefix: IdPrefix, id: string) => id.startsWith(`${prefix}_`) && ID_RE.test(id)
+
+/** API token: `kw_` + 32 random [A-Za-z0-9] (~190 bits). */
+export const newApiToken = () => `kw_${randomChars(ALNUM, 32)}`
+export const API_TOKEN_RE = /^kw_[A-Za-z0-9]{32}$/
+
+export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex')
+
+/** License key value: 25 Crockford base32 chars (125 random bits) in five groups of five. */
+export function newKeyValue(): string {
+  const s = randomChars(CROCKFORD, 25)
+  return `${s.slice(0, 5)}-${s.slice(5, 10)}-${s.slice(10, 15)}-${s.slice(15, 20)}-${s.slice(20)}`
+}
+
+/**
+ * The canonical form a key value is hashed in: surrounding whitespace dropped, upper case, hyphens
+ * removed (so `abcde-fghjk-…` and `ABCDEFGHJK…` are the same key). Null when it cannot be a key.
+ */
+export function normalizeKeyValue(input: string): string | null {
+  const s = input.trim().toUpperCase().replaceAll('-', '')
+  return /^[0-9A-HJKMNP-TV-Z]{25}$/.test(s) ? s : null
+}
+
+export const hashKeyValue = (canonical: string) => sha256Hex(`license-key:${canonical}`)
+
+/** AES-256-GCM with the configured SECRET_KEY: `v1.<iv>.<tag>.<ciphertext>` in base64url. */
+export function seal(secretKey: Uint8Array, plaintext: string | Uint8Array): string {
+  const iv = randomBytes(12)
+  const cipher = createCipheriv('aes-256-gcm', secretKey, iv)
+  const body = Buffer.concat([cipher.update(plaintext), cipher.final()])
+  return ['v1', iv, cipher.getAuthTag(), body].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.')
+}
+
+export function open(secretKey: Uint8Array, sealed: string): Buffer {
+  const [v, iv, tag, body] = sealed.split('.')
+  if (v !== 'v1' || !iv || !tag || body === undefined) throw new Error('unrecognised sealed secret')
+  const decipher = createDecipheriv('aes-256-gcm', secretKey, Buffer.from(iv, 'base64url'))
+  decipher.setAuthTag(Buffer.from(tag, 'base64url'))
+  return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()])
+}

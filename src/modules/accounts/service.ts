@@ -1,0 +1,38 @@
+import type { Deps } from '../../deps'
+import { newId } from '../../infra/crypto'
+import type { Sql } from '../../infra/db'
+import { notFound } from '../../http/errors'
+import { createApiKey } from '../api-keys/service'
+import { emit } from '../events/outbox'
+import type { Account } from './model'
+import type { Plan } from './plans'
+import * as repo from './repo'
+
+/** A new account and its first full_access API key (the token exists only in the return value). */
+export async function createAccount(sql: Sql, input: { name: string; plan?: Plan }) {
+  return sql.begin(async (tx) => {
+    const account = await repo.insertAccount(tx, { id: newId('acct'), name: input.name, plan: input.plan ?? 'free' })
+    const apiKey = await createApiKey(tx, account.id, { name: 'Default', scope: 'full_access' })
+    return { account, api_key: apiKey }
+  })
+}
+
+export async function getAccount(deps: Deps, id: string) {
+  const account = await repo.findAccount(deps.sql, id)
+  if (!account) throw notFound('account', id)
+  return { ...account, usage: await repo.accountUsage(deps.sql, id) }
+}
+
+/** Renames or changes the plan; a plan change emits account.plan_changed and refreshes every node. */
+export async function updateAccount(deps: Deps, id: string, patch: { name?: string; plan?: Plan }): Promise<Account> {
+  const { account, changed } = await deps.sql.begin(async (tx) => {
+    const before = await repo.findAccount(tx, id, true)
+    if (!before) throw notFound('account', id)
+    const after = await repo.updateAccount(tx, id, patch)
+    const changed = patch.plan !== undefined && patch.plan !== before.plan
+    if (changed) await emit(tx, id, 'account.plan_changed', { account_id: id, previous_plan: before.plan, plan: after.plan })
+    return { account: after, changed }
+  })
+  if (changed) await deps.bus.publish({ kind: 'account', accountId: id })
+  return account
+}

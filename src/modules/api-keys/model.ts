@@ -1,0 +1,24 @@
+import { t, NullableTimestamp, Timestamp } from '../../http/schema'
+import { SCOPES } from './scopes'
+
+export const ScopeName = t.Union(SCOPES.map((s) => t.Literal(s)))
+
+export const ApiKey = t.Object({
+  id: t.String(),
+  name: t.String(),
+  scope: ScopeName,
+  token_prefix: t.String({ description: 'First characters of the token, for recognising it' }),
+  created_at: Timestamp,
+  last_used_at: NullableTimestamp,
+})
+export type ApiKey = typeof ApiKey.static
+
+export const ApiKeyWithToken = t.Composite([ApiKey, t.Object({ token: t.String({ description: 'Shown once' }) })])
+export type ApiKeyWithToken = typeof ApiKeyWithToken.static
+
+export const CreateApiKeyBody = t.Object({
+  name: t.String({ minLength: 1, maxLength: 200 }),
+  scope: ScopeName,
+})
+
+export const ApiKeyList = t.Object({ data: t.Array(ApiKey) })

@@ -1,0 +1,61 @@
+import type { Sql, Tx } from '../../infra/db'
+import { iso } from '../../http/schema'
+import type { ApiKey } from './model'
+import type { Scope } from './scopes'
+
+type Row = { id: string; name: string; scope: Scope; token_prefix: string; created_at: Date; last_used_at: Date | null }
+const toApiKey = (r: Row): ApiKey => ({
+  id: r.id,
+  name: r.name,
+  scope: r.scope,
+  token_prefix: r.token_prefix,
+  created_at: iso(r.created_at)!,
+  last_used_at: iso(r.last_used_at),
+})
+
+export async function insertApiKey(
+  tx: Sql | Tx,
+  k: { id: string; accountId: string; name: string; scope: Scope; tokenHash: string; tokenPrefix: string },
+): Promise<ApiKey> {
+  const [row] = await tx<Row[]>`insert into api_keys (id, account_id, name, scope, token_hash, token_prefix)
+    values (${k.id}, ${k.accountId}, ${k.name}, ${k.scope}, ${k.tokenHash}, ${k.tokenPrefix})
+    returning id, name, scope, token_prefix, created_at, last_used_at`
+  return toApiKey(row)
+}
+
+export async function listApiKeys(sql: Sql, accountId: string): Promise<ApiKey[]> {
+  const rows = await sql<Row[]>`select id, name, scope, token_prefix, created_at, last_used_at from api_keys
+    where account_id = ${accountId} order by created_at, id`
+  return rows.map(toApiKey)
+}
+
+/** Replaces the token hash; returns the key and the hash that stopped working. */
+export async function rotateApiKey(tx: Tx, accountId: string, id: string, tokenHash: string, tokenPrefix: string) {
+  const [old] = await tx<{ token_hash: string }[]>`select token_hash from api_keys
+    where id = ${id} and account_id = ${accountId} for update`
+  if (!old) return null
+  const [row] = await tx<Row[]>`update api_keys set token_hash = ${tokenHash}, token_prefix = ${tokenPrefix}
+    where id = ${id} returning id, name, scope, token_prefix, created_at, last_used_at`
+  return { apiKey: toApiKey(row), oldHash: old.token_hash }
+}
+
+export async function deleteApiKey(sql: Sql, accountId: string, id: string): Promise<string | null> {
+  const [row] = await sql<{ token_hash: string }[]>`delete from api_keys where id = ${id} and account_id = ${accountId}
+    returning token_hash`
+  return row?.token_hash ?? null
+}
+
+export type PrincipalRow = { api_key_id: string; account_id: string; scope: Scope; plan: string }
+export async function findPrincipal(sql: Sql, tokenHash: string): Promise<PrincipalRow | null> {
+  const [row] = await sql<PrincipalRow[]>`select k.id as api_key_id, k.account_id, k.scope, a.plan
+    from api_keys k join accounts a on a.id = k.account_id where k.token_hash = ${tokenHash}`
+  return row ?? null
+}
+
+export async function touchApiKeys(sql: Sql, used: Map<string, Date>): Promise<void> {
+  if (used.size === 0) return
+  const ids = [...used.keys()]
+  const times = ids.map((id) => used.get(id)!.toISOString())
+  await sql`update api_keys k set last_used_at = greatest(k.last_used_at, v.t)
+    from (select unnest(${ids}::text[]) as id, unnest(${times}::timestamptz[]) as t) v where k.id = v.id`
+}

@@ -1,0 +1,44 @@
+import type { Deps } from '../../deps'
+import { newApiToken, newId } from '../../infra/crypto'
+import type { Sql, Tx } from '../../infra/db'
+import { notFound } from '../../http/errors'
+import type { ApiKeyWithToken } from './model'
+import { hashToken } from './principals'
+import * as repo from './repo'
+import type { Scope } from './scopes'
+
+const tokenPrefix = (token: string) => token.slice(0, 7)
+
+/** Creates an API key; the token exists only in the return value. */
+export async function createApiKey(
+  sql: Sql | Tx,
+  accountId: string,
+  input: { name: string; scope: Scope },
+): Promise<ApiKeyWithToken> {
+  const token = newApiToken()
+  const apiKey = await repo.insertApiKey(sql, {
+    id: newId('ak'),
+    accountId,
+    name: input.name,
+    scope: input.scope,
+    tokenHash: hashToken(token),
+    tokenPrefix: tokenPrefix(token),
+  })
+  return { ...apiKey, token }
+}
+
+export const listApiKeys = (deps: Deps, accountId: string) => repo.listApiKeys(deps.sql, accountId)
+
+export async function rotateApiKey(deps: Deps, accountId: string, id: string): Promise<ApiKeyWithToken> {
+  const token = newApiToken()
+  const rotated = await deps.sql.begin((tx) => repo.rotateApiKey(tx, accountId, id, hashToken(token), tokenPrefix(token)))
+  if (!rotated) throw notFound('API key', id)
+  await deps.bus.publish({ kind: 'api_key', tokenHash: rotated.oldHash })
+  return { ...rotated.apiKey, token }
+}
+
+export async function deleteApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
+  const oldHash = await repo.deleteApiKey(deps.sql, accountId, id)
+  if (!oldHash) throw notFound('API key', id)
+  await deps.bus.publish({ kind: 'api_key', tokenHash: oldHash })
+}

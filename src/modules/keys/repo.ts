@@ -1,0 +1,142 @@
+import type { Sql, Tx } from '../../infra/db'
+import { iso } from '../../http/schema'
+import type { Activation, Key, KeyStatus } from './model'
+
+type Row = {
+  id: string
+  product_id: string
+  plan: string | null
+  status: KeyStatus
+  activation_limit: number
+  activations_used: number
+  expires_at: Date | null
+  created_at: Date
+  revoked_at: Date | null
+  revoke_reason: string | null
+  metadata: Record<string, unknown>
+  key_prefix: string
+}
+
+export const toKey = (r: Row): Key => ({
+  id: r.id,
+  product_id: r.product_id,
+  plan: r.plan,
+  status: r.status,
+  activation_limit: r.activation_limit,
+  activations_used: r.activations_used,
+  expires_at: iso(r.expires_at),
+  created_at: iso(r.created_at)!,
+  revoked_at: iso(r.revoked_at),
+  revoke_reason: r.revoke_reason,
+  metadata: r.metadata,
+  key_prefix: r.key_prefix,
+})
+
+/** The key columns with the effective status and the live activation count. */
+export const keyColumns = (sql: Sql | Tx) => sql`
+  k.id, k.product_id, k.plan,
+  case when k.status = 'active' and k.expires_at <= now() then 'expired' else k.status end as status,
+  k.activation_limit,
+  (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
+  k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.metadata, k.key_prefix`
+
+export async function insertKey(
+  tx: Tx,
+  k: {
+    id: string
+    accountId: string
+    productId: string
+    keyHash: string
+    keyPrefix: string
+    plan: string | null
+    activationLimit: number
+    expiresAt: Date | null
+    metadata: Record<string, unknown>
+  },
+): Promise<Key> {
+  await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata)
+    values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
+            ${k.expiresAt}, ${tx.json(k.metadata as never)})`
+  return (await findKey(tx, k.accountId, k.id))!
+}
+
+export async function findKey(sql: Sql | Tx, accountId: string, id: string): Promise<Key | null> {
+  const [row] = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where k.id = ${id} and k.account_id = ${accountId}`
+  return row ? toKey(row) : null
+}
+
+export async function lockKey(tx: Tx, accountId: string, id: string) {
+  const [row] = await tx<{ status: KeyStatus; key_hash: string; expired: boolean }[]>`
+    select status, key_hash, (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
+    from license_keys where id = ${id} and account_id = ${accountId} for update`
+  return row ?? null
+}
+
+export interface KeyFilter {
+  productId?: string
+  status?: KeyStatus
+  plan?: string
+  page: number
+  pageSize: number
+}
+
+export async function listKeys(sql: Sql, accountId: string, f: KeyFilter): Promise<{ keys: Key[]; total: number }> {
+  const where = sql`k.account_id = ${accountId}
+    ${f.productId !== undefined ? sql`and k.product_id = ${f.productId}` : sql``}
+    ${f.plan !== undefined ? sql`and k.plan = ${f.plan}` : sql``}
+    ${
+      f.status === 'active'
+        ? sql`and k.status = 'active' and (k.expires_at is null or k.expires_at > now())`
+        : f.status === 'expired'
+          ? sql`and (k.status = 'expired' or (k.status = 'active' and k.expires_at <= now()))`
+          : f.status === 'revoked'
+            ? sql`and k.status = 'revoked'`
+            : sql``
+    }`
+  const [{ total }] = await sql<{ total: number }[]>`select count(*)::int as total from license_keys k where ${where}`
+  const rows = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where ${where}
+    order by k.created_at desc, k.id desc limit ${f.pageSize} offset ${f.page * f.pageSize}`
+  return { keys: rows.map(toKey), total }
+}
+
+type ActivationRow = {
+  id: string
+  device_fingerprint: string
+  app_version: string | null
+  country: string | null
+  status: 'active' | 'deactivated'
+  activated_at: Date
+  last_validated_at: Date | null
+  deactivated_at: Date | null
+  deactivation_reason: string | null
+}
+
+export const toActivation = (r: ActivationRow): Activation => ({
+  id: r.id,
+  device_fingerprint: r.device_fingerprint,
+  app_version: r.app_version,
+  country: r.country,
+  status: r.status,
+  activated_at: iso(r.activated_at)!,
+  last_validated_at: iso(r.last_validated_at),
+  deactivated_at: iso(r.deactivated_at),
+  deactivation_reason: r.deactivation_reason,
+})
+
+export const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, app_version, country, status,
+  activated_at, last_validated_at, deactivated_at, deactivation_reason`
+
+export async function listActivations(sql: Sql, keyId: string): Promise<Activation[]> {
+  const rows = await sql<ActivationRow[]>`select ${activationColumns(sql)} from activations
+    where key_id = ${keyId} order by activated_at, id`
+  return rows.map(toActivation)
+}
+
+export async function revokeKey(tx: Tx, id: string, reason: string | null): Promise<void> {
+  await tx`update license_keys set status = 'revoked', revoked_at = now(), revoke_reason = ${reason}, updated_at = now()
+    where id = ${id}`
+}
+
+export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {
+  await tx`update license_keys set expires_at = ${expiresAt}, status = 'active', updated_at = now() where id = ${id}`
+}

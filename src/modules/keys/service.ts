@@ -1,0 +1,97 @@
+import type { Deps } from '../../deps'
+import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
+import { AppError, invalid, notFound } from '../../http/errors'
+import { checkMetadata, parseInstant } from '../../http/schema'
+import type { Principal } from '../api-keys/principals'
+import { emit } from '../events/outbox'
+import type { CreateKeyBody, Key, KeyStatus } from './model'
+import * as repo from './repo'
+
+function futureInstant(field: string, text: string): Date {
+  const d = parseInstant(field, text)
+  if (d.getTime() <= Date.now()) throw invalid(field, 'must be in the future')
+  return d
+}
+
+/** Creates a key; the key value exists only in the return value (the database keeps its hash). */
+export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody): Promise<Key & { key_value: string }> {
+  const expiresAt = input.expires_at ? futureInstant('body.expires_at', input.expires_at) : null
+  const metadata = input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata)
+  const keyValue = newKeyValue()
+  const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
+  const key = await deps.sql.begin(async (tx) => {
+    // `for share` orders this against a concurrent product delete (which takes the row `for update`).
+    const [product] = await tx`select id from products where id = ${input.product_id} and account_id = ${who.accountId} for share`
+    if (!product) throw notFound('product', input.product_id)
+    const key = await repo.insertKey(tx, {
+      id: newId('key'),
+      accountId: who.accountId,
+      productId: input.product_id,
+      keyHash,
+      keyPrefix: keyValue.slice(0, 5),
+      plan: input.plan ?? null,
+      activationLimit: input.activation_limit ?? 3,
+      expiresAt,
+      metadata,
+    })
+    await emit(tx, who.accountId, 'key.created', key)
+    return key
+  })
+  // A node may hold a negative ("not_found") entry for this value; drop it everywhere before answering.
+  await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return { ...key, key_value: keyValue }
+}
+
+export async function getKey(deps: Deps, who: Principal, id: string) {
+  const key = isId('key', id) ? await repo.findKey(deps.sql, who.accountId, id) : null
+  if (!key) throw notFound('key', id)
+  return { ...key, activations: await repo.listActivations(deps.sql, id) }
+}
+
+export async function listKeys(
+  deps: Deps,
+  who: Principal,
+  query: { product_id?: string; status?: KeyStatus; plan?: string; page?: number; page_size?: number },
+) {
+  const page = query.page ?? 0
+  const pageSize = query.page_size ?? 20
+  const { keys, total } = await repo.listKeys(deps.sql, who.accountId, {
+    productId: query.product_id,
+    status: query.status,
+    plan: query.plan,
+    page,
+    pageSize,
+  })
+  return { data: keys, page, page_size: pageSize, total, has_more: (page + 1) * pageSize < total }
+}
+
+/** Revoking is final and idempotent: a second revoke changes nothing and emits nothing. */
+export async function revokeKey(deps: Deps, who: Principal, id: string, reason: string | null): Promise<Key> {
+  const { key, keyHash, changed } = await deps.sql.begin(async (tx) => {
+    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!current) throw notFound('key', id)
+    const changed = current.status !== 'revoked'
+    if (changed) await repo.revokeKey(tx, id, reason)
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    if (changed) await emit(tx, who.accountId, 'key.revoked', key)
+    return { key, keyHash: current.key_hash, changed }
+  })
+  if (changed) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return key
+}
+
+/** New expiry (future) or null (perpetual). An expired key becomes active again; a revoked key is 409. */
+export async function extendKey(deps: Deps, who: Principal, id: string, expiresAtText: string | null): Promise<Key> {
+  const expiresAt = expiresAtText === null ? null : futureInstant('body.expires_at', expiresAtText)
+  const { key, keyHash } = await deps.sql.begin(async (tx) => {
+    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!current) throw notFound('key', id)
+    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
+    await repo.extendKey(tx, id, expiresAt)
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    await emit(tx, who.accountId, 'key.extended', key)
+    return { key, keyHash: current.key_hash }
+  })
+  await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return key
+}

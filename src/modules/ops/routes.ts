@@ -1,0 +1,29 @@
+// Liveness and readiness for load balancers and orchestrators.
+import { Elysia } from 'elysia'
+import type { Deps } from '../../deps'
+import { t } from '../../http/schema'
+
+const DepState = t.Union([t.Literal('ok'), t.Literal('down'), t.Literal('embedded')])
+
+export function opsRoutes(deps: Deps) {
+  return new Elysia({ name: 'keyward.ops', detail: { tags: ['Operations'] } })
+    .get('/healthz', () => ({ status: 'ok' }), {
+      response: { 200: t.Object({ status: t.Literal('ok') }) },
+      detail: { summary: 'Liveness: 200 while the process runs' },
+    })
+    .get(
+      '/readyz',
+      async ({ set }) => {
+        const postgres = deps.db.kind === 'embedded' ? 'embedded' : (await deps.db.ping()) ? 'ok' : 'down'
+        const nats = deps.bus.state()
+        const redis = 'embedded' as const
+        const ready = postgres !== 'down' && nats !== 'down'
+        set.status = ready ? 200 : 503
+        return { postgres, nats, redis }
+      },
+      {
+        response: { 200: t.Object({ postgres: DepState, nats: DepState, redis: DepState }), 503: t.Object({ postgres: DepState, nats: DepState, redis: DepState }) },
+        detail: { summary: 'Readiness: each dependency ok, down or embedded' },
+      },
+    )
+}

@@ -1,0 +1,31 @@
+import { t, Timestamp } from '../../http/schema'
+
+export const SLUG_PATTERN = '^[a-z0-9]+(-[a-z0-9]+)*$'
+
+export const Product = t.Object({
+  id: t.String({ examples: ['prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
+  name: t.String(),
+  slug: t.String(),
+  description: t.Union([t.String(), t.Null()]),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+  active_keys: t.Integer({ description: 'Keys whose effective status is active' }),
+  total_activations: t.Integer({ description: 'Every activation ever recorded for the product\'s keys' }),
+})
+export type Product = typeof Product.static
+
+export const CreateProductBody = t.Object({
+  name: t.String({ minLength: 1, maxLength: 200 }),
+  slug: t.String({ minLength: 1, maxLength: 64, pattern: SLUG_PATTERN }),
+  description: t.Optional(t.Union([t.String({ maxLength: 2000 }), t.Null()])),
+})
+export type CreateProductBody = typeof CreateProductBody.static
+
+export const UpdateProductBody = t.Object({
+  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  description: t.Optional(t.Union([t.String({ maxLength: 2000 }), t.Null()])),
+  slug: t.Optional(t.String({ description: 'Immutable: accepted only when equal to the current slug' })),
+})
+export type UpdateProductBody = typeof UpdateProductBody.static
+
+export const ProductList = t.Object({ data: t.Array(Product) })

@@ -1,0 +1,59 @@
+import type { Deps } from '../../deps'
+import { newId } from '../../infra/crypto'
+import { AppError, invalid, notFound } from '../../http/errors'
+import { PLAN_LIMITS } from '../accounts/plans'
+import type { Principal } from '../api-keys/principals'
+import { emit } from '../events/outbox'
+import type { CreateProductBody, Product, UpdateProductBody } from './model'
+import * as repo from './repo'
+
+export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody): Promise<Product> {
+  return deps.sql.begin(async (tx) => {
+    // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
+    const [account] = await tx<{ plan: keyof typeof PLAN_LIMITS }[]>`select plan from accounts where id = ${who.accountId} for update`
+    const limit = PLAN_LIMITS[account.plan].products
+    if (limit !== null && (await repo.countProducts(tx, who.accountId)) >= limit) {
+      throw new AppError('plan_limit_reached', `The ${account.plan} plan allows ${limit} product(s); upgrade to create more`)
+    }
+    const product = await repo.insertProduct(tx, {
+      id: newId('prod'),
+      accountId: who.accountId,
+      name: input.name,
+      slug: input.slug,
+      description: input.description ?? null,
+    })
+    if (!product) throw new AppError('slug_taken', `The slug ${input.slug} is already used in this account`)
+    await emit(tx, who.accountId, 'product.created', product)
+    return product
+  })
+}
+
+export async function getProduct(deps: Deps, who: Principal, id: string): Promise<Product> {
+  const product = await repo.findProduct(deps.sql, who.accountId, id)
+  if (!product) throw notFound('product', id)
+  return product
+}
+
+export const listProducts = (deps: Deps, who: Principal) => repo.listProducts(deps.sql, who.accountId)
+
+export async function updateProduct(deps: Deps, who: Principal, id: string, input: UpdateProductBody): Promise<Product> {
+  return deps.sql.begin(async (tx) => {
+    const current = await repo.lockProduct(tx, who.accountId, id)
+    if (!current) throw notFound('product', id)
+    if (input.slug !== undefined && input.slug !== current.slug) throw invalid('body.slug', 'is immutable')
+    await repo.updateProduct(tx, who.accountId, id, input)
+    return (await repo.findProduct(tx, who.accountId, id))!
+  })
+}
+
+export async function deleteProduct(deps: Deps, who: Principal, id: string): Promise<void> {
+  await deps.sql.begin(async (tx) => {
+    const current = await repo.lockProduct(tx, who.accountId, id)
+    if (!current) throw notFound('product', id)
+    // Creating a key locks the product row too (for share), so no key can appear after this check.
+    if (await repo.hasActiveKeys(tx, id)) {
+      throw new AppError('product_has_active_keys', 'Revoke or let expire every key of this product first')
+    }
+    await repo.deleteProduct(tx, id)
+  })
+}

@@ -1,0 +1,86 @@
+// One Keyward node: adapters chosen once from the config, the HTTP app, background jobs, shutdown.
+import type { Config } from './config'
+import type { Deps } from './deps'
+import { createApp, type App } from './http/app'
+import { LocalBus, type Bus } from './infra/bus'
+import { connectPostgres, startEmbedded, type Db } from './infra/db'
+import { createLogger, type Logger } from './infra/log'
+import { migrate } from './infra/migrate'
+import { resolveSecretKey } from './infra/secret-key'
+import { Principals } from './modules/api-keys/principals'
+import { countAccounts } from './modules/accounts/repo'
+import { createAccount } from './modules/accounts/service'
+
+export interface Node {
+  deps: Deps
+  app: App
+  url: string
+  /** Set on the first start of an empty embedded database: the demo account's token (shown once). */
+  demoToken: string | null
+  stop(): Promise<void>
+}
+
+/** A repeating background job that never overlaps itself and logs (not throws) its failures. */
+export function every(ms: number, log: Logger, name: string, job: () => Promise<unknown>) {
+  let running: Promise<unknown> | null = null
+  const timer = setInterval(() => {
+    if (running) return
+    running = job()
+      .catch((err) => log.warn({ job: name, err: String(err) }, 'background job failed'))
+      .finally(() => (running = null))
+  }, ms)
+  return {
+    async stop() {
+      clearInterval(timer)
+      if (running) await running
+    },
+  }
+}
+
+export async function openDb(config: Config): Promise<Db> {
+  return config.databaseUrl ? connectPostgres(config.databaseUrl) : startEmbedded(config.dataDir)
+}
+
+export async function buildDeps(config: Config, db: Db, log: Logger): Promise<Deps> {
+  const bus: Bus = new LocalBus()
+  const principals = new Principals(db.sql, bus, config.cacheTtlMs)
+  return { config, db, sql: db.sql, bus, log, principals, secretKey: resolveSecretKey(config) }
+}
+
+export async function startNode(config: Config, options: { db?: Db; log?: Logger; port?: number } = {}): Promise<Node> {
+  const log = options.log ?? createLogger(config.logLevel)
+  const db = options.db ?? (await openDb(config))
+  await migrate(db.sql)
+  const deps = await buildDeps(config, db, log)
+
+  let demoToken: string | null = null
+  if (config.demoAccount && (await countAccounts(db.sql)) === 0) {
+    const { api_key } = await createAccount(db.sql, { name: 'Demo', plan: 'growth' })
+    demoToken = api_key.token
+  }
+
+  const app = createApp(deps)
+  app.listen({ port: options.port ?? config.port, hostname: config.host, reusePort: config.workers > 1 })
+  const server = app.server!
+  const jobs = [every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush())]
+
+  let stopping: Promise<void> | null = null
+  return {
+    deps,
+    app,
+    url: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${server.port}`,
+    demoToken,
+    stop() {
+      stopping ??= (async () => {
+        await server.stop(false) // stop accepting; let in-flight requests finish
+        for (const job of jobs) await job.stop()
+        await deps.principals.flush().catch(() => {})
+        deps.principals.close()
+        await deps.bus.close()
+        if (!options.db) await db.close()
+        log.flush?.()
+      })()
+      return stopping
+    },
+  }
+}

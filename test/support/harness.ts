@@ -1,0 +1,154 @@
+// Test harness: a fresh database per test file (real Postgres when DATABASE_URL is set, in-memory
+// PGlite otherwise), a node on a random port, and a small HTTP client.
+import postgres from 'postgres'
+import { loadConfig, type Config } from '../../src/config'
+import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
+import { createLogger } from '../../src/infra/log'
+import { startNode, type Node } from '../../src/node'
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef'
+export const SECRET_KEY = '0'.repeat(63) + '1'
+export const realPostgres = !!process.env.DATABASE_URL
+
+export interface TestDb {
+  url: string | null
+  name: string | null
+  open(): Promise<Db>
+  drop(): Promise<void>
+}
+
+/** A brand-new database for this run (dropped by `drop`). */
+export async function freshDatabase(): Promise<TestDb> {
+  const base = process.env.DATABASE_URL
+  if (!base) {
+    let db: Db | null = null
+    return {
+      url: null,
+      name: null,
+      async open() {
+        db ??= await startEmbedded(null)
+        return db
+      },
+      async drop() {
+        await db?.close()
+      },
+    }
+  }
+  const name = `keyward_test_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`
+  const admin = postgres(base, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  const url = new URL(base)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    name,
+    async open() {
+      return connectPostgres(url.toString())
+    },
+    async drop() {
+      const a = postgres(base, { max: 1, onnotice: () => {} })
+      await a.unsafe(`drop database if exists ${name} with (force)`)
+      await a.end()
+    },
+  }
+}
+
+export function testConfig(overrides: Record<string, string | undefined> = {}, dbUrl: string | null = null): Config {
+  return loadConfig({
+    ADMIN_TOKEN,
+    SECRET_KEY,
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    PORT: '0',
+    HOST: '127.0.0.1',
+    DEMO_ACCOUNT: 'false',
+    DATA_DIR: `/tmp/keyward-test-${process.pid}`,
+    ...(dbUrl ? { DATABASE_URL: dbUrl } : {}),
+    NATS_URL: process.env.NATS_URL,
+    REDIS_URL: process.env.REDIS_URL,
+    ...overrides,
+  })
+}
+
+export interface Harness {
+  node: Node
+  db: TestDb
+  config: Config
+  call: Client
+  /** A new account on `plan` with its full_access token. */
+  account(plan?: string): Promise<{ id: string; token: string }>
+  close(): Promise<void>
+}
+
+export interface Reply<T = any> {
+  status: number
+  body: T
+  headers: Headers
+}
+
+export type Client = (
+  method: string,
+  path: string,
+  opts?: { token?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> },
+) => Promise<Reply>
+
+export function client(baseUrl: string): Client {
+  return async (method, path, opts = {}) => {
+    const headers: Record<string, string> = { ...(opts.headers ?? {}) }
+    if (opts.token) headers.authorization = `Bearer ${opts.token}`
+    let body: string | undefined
+    if (opts.raw !== undefined) body = opts.raw
+    else if (opts.body !== undefined) {
+      body = JSON.stringify(opts.body)
+      headers['content-type'] ??= 'application/json'
+    }
+    const res = await fetch(baseUrl + path, { method, headers, body })
+    const text = await res.text()
+    let parsed: unknown = text
+    try {
+      parsed = text ? JSON.parse(text) : null
+    } catch {}
+    return { status: res.status, body: parsed, headers: res.headers }
+  }
+}
+
+export async function startHarness(overrides: Record<string, string | undefined> = {}): Promise<Harness> {
+  const db = await freshDatabase()
+  const config = testConfig(overrides, db.url)
+  const node = await startNode(config, { db: db.url ? undefined : await db.open(), log: createLogger(config.logLevel) })
+  const call = client(node.url)
+  return {
+    node,
+    db,
+    config,
+    call,
+    async account(plan = 'growth') {
+      const res = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: `Test ${plan}`, plan } })
+      if (res.status !== 201) throw new Error(`account creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+      return { id: res.body.account.id, token: res.body.api_key.token }
+    },
+    async close() {
+      await node.stop()
+      await db.drop()
+    },
+  }
+}
+
+/** Creates an API key of `scope` in the account of `token`. */
+export async function scopedToken(call: Client, token: string, scope: string): Promise<string> {
+  const res = await call('POST', '/v1/api-keys', { token, body: { name: scope, scope } })
+  if (res.status !== 201) throw new Error(`api key creation failed: ${res.status}`)
+  return res.body.token
+}
+
+export async function newProduct(call: Client, token: string, slug = `p-${Math.random().toString(36).slice(2, 10)}`) {
+  const res = await call('POST', '/v1/products', { token, body: { name: slug, slug } })
+  if (res.status !== 201) throw new Error(`product creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body
+}
+
+export async function newKey(call: Client, token: string, productId: string, extra: Record<string, unknown> = {}) {
+  const res = await call('POST', '/v1/keys', { token, body: { product_id: productId, ...extra } })
+  if (res.status !== 201) throw new Error(`key creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body
+}
