@@ -3,6 +3,7 @@ import type { Config } from './config'
 import type { Deps } from './deps'
 import { createApp, type App } from './http/app'
 import { LocalBus, type Bus } from './infra/bus'
+import { MemoryCounters, type Counters } from './infra/counters'
 import { connectPostgres, startEmbedded, type Db } from './infra/db'
 import { createLogger, type Logger } from './infra/log'
 import { migrate } from './infra/migrate'
@@ -43,8 +44,9 @@ export async function openDb(config: Config): Promise<Db> {
 
 export async function buildDeps(config: Config, db: Db, log: Logger): Promise<Deps> {
   const bus: Bus = new LocalBus()
+  const counters: Counters = new MemoryCounters()
   const principals = new Principals(db.sql, bus, config.cacheTtlMs)
-  return { config, db, sql: db.sql, bus, log, principals, secretKey: resolveSecretKey(config) }
+  return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }
 }
 
 export async function startNode(config: Config, options: { db?: Db; log?: Logger; port?: number } = {}): Promise<Node> {
@@ -76,6 +78,8 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         for (const job of jobs) await job.stop()
         await deps.principals.flush().catch(() => {})
         deps.principals.close()
+        await deps.counters.flush().catch(() => {})
+        await deps.counters.close()
         await deps.bus.close()
         if (!options.db) await db.close()
         log.flush?.()

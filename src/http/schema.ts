@@ -37,6 +37,10 @@ export function checkMetadata(field: string, value: unknown): Record<string, unk
   return value as Record<string, unknown>
 }
 
+/** A string enum as a union of literals (the static type keeps the literals). */
+export const OneOf = <const T extends readonly string[]>(values: T, options: Record<string, unknown> = {}) =>
+  Type.Unsafe<T[number]>(Type.Union(values.map((v) => Type.Literal(v)), options))
+
 export const IdParam = (name = 'id') => Type.Object({ [name]: Type.String() })
 
 export const Problem = Type.Object(

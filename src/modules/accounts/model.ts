@@ -1,8 +1,7 @@
-import { t } from '../../http/schema'
-import { Timestamp } from '../../http/schema'
+import { OneOf, t, Timestamp } from '../../http/schema'
 import { PLANS } from './plans'
 
-export const PlanName = t.Union(PLANS.map((p) => t.Literal(p)), { description: 'Account plan' })
+export const PlanName = OneOf(PLANS, { description: 'Account plan' })
 
 export const Account = t.Object({
   id: t.String({ examples: ['acct_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),

@@ -1,7 +1,7 @@
-import { t, NullableTimestamp, Timestamp } from '../../http/schema'
+import { NullableTimestamp, OneOf, t, Timestamp } from '../../http/schema'
 import { SCOPES } from './scopes'
 
-export const ScopeName = t.Union(SCOPES.map((s) => t.Literal(s)))
+export const ScopeName = OneOf(SCOPES)
 
 export const ApiKey = t.Object({
   id: t.String(),

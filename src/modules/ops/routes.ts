@@ -7,7 +7,7 @@ const DepState = t.Union([t.Literal('ok'), t.Literal('down'), t.Literal('embedde
 
 export function opsRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.ops', detail: { tags: ['Operations'] } })
-    .get('/healthz', () => ({ status: 'ok' }), {
+    .get('/healthz', () => ({ status: 'ok' as const }), {
       response: { 200: t.Object({ status: t.Literal('ok') }) },
       detail: { summary: 'Liveness: 200 while the process runs' },
     })

@@ -1,0 +1,54 @@
+// Prometheus metrics (prom-client), one registry per node process. Modules import the metric they
+// update; /metrics renders the registry.
+import client from 'prom-client'
+
+export const registry = new client.Registry()
+client.collectDefaultMetrics({ register: registry })
+
+export const httpDuration = new client.Histogram({
+  name: 'keyward_http_request_duration_seconds',
+  help: 'HTTP request latency by route and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  registers: [registry],
+})
+
+export const validateAnswers = new client.Counter({
+  name: 'keyward_validate_answers_total',
+  help: 'Validate answers by outcome (valid, not_found, revoked, expired, activation_limit, rate_limited)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+})
+
+export const cacheLookups = new client.Counter({
+  name: 'keyward_hot_cache_lookups_total',
+  help: 'Hot-state lookups by result (hit, miss, negative_hit, stale)',
+  labelNames: ['result'] as const,
+  registers: [registry],
+})
+
+export const invalidations = new client.Counter({
+  name: 'keyward_invalidations_total',
+  help: 'Bus invalidations by direction (sent, received, acked, ack_timeout)',
+  labelNames: ['direction'] as const,
+  registers: [registry],
+})
+
+export const busConnected = new client.Gauge({
+  name: 'keyward_bus_connected',
+  help: '1 when the invalidation bus is connected (or embedded), 0 when down',
+  registers: [registry],
+})
+
+export const counterFlushLag = new client.Gauge({
+  name: 'keyward_counter_flush_lag_seconds',
+  help: 'Seconds since the shared counters were last flushed successfully',
+  registers: [registry],
+})
+
+export const webhookDeliveries = new client.Counter({
+  name: 'keyward_webhook_deliveries_total',
+  help: 'Webhook delivery attempts by outcome (success, retry, failed, disabled)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+})
