@@ -32,6 +32,7 @@ export class Principals {
     this.unsubscribe = bus.subscribe((msg) => {
       if (msg.kind === 'api_key') this.byHash.delete(msg.tokenHash)
       else if (msg.kind === 'account') this.dropAccount(msg.accountId)
+      else if (msg.kind === 'resync') this.byHash.clear()
     })
   }
 
