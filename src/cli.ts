@@ -2,6 +2,7 @@
 import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from './config'
 import { migrate } from './infra/migrate'
+import { resolveSecretKey } from './infra/secret-key'
 import { PLANS, type Plan } from './modules/accounts/plans'
 import { createAccount } from './modules/accounts/service'
 import { openDb } from './node'
@@ -37,7 +38,11 @@ async function main(argv: string[]): Promise<number> {
     const db = await openDb(config)
     try {
       await migrate(db.sql)
-      const { account, api_key } = await createAccount(db.sql, { name: values.name, plan: values.plan as Plan | undefined })
+      const { account, api_key } = await createAccount(
+        db.sql,
+        { name: values.name, plan: values.plan as Plan | undefined },
+        resolveSecretKey(config),
+      )
       console.log(`account_id: ${account.id}`)
       console.log(`plan: ${account.plan}`)
       console.log(`token: ${api_key.token}   (full_access; shown only this once)`)

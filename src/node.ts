@@ -57,7 +57,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
 
   let demoToken: string | null = null
   if (config.demoAccount && (await countAccounts(db.sql)) === 0) {
-    const { api_key } = await createAccount(db.sql, { name: 'Demo', plan: 'growth' })
+    const { api_key } = await createAccount(db.sql, { name: 'Demo', plan: 'growth' }, deps.secretKey)
     demoToken = api_key.token
   }
 

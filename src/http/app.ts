@@ -6,6 +6,7 @@ import { adminRoutes } from '../modules/accounts/routes'
 import { apiKeyRoutes } from '../modules/api-keys/routes'
 import { keyRoutes } from '../modules/keys/routes'
 import { productRoutes } from '../modules/products/routes'
+import { offlineRoutes } from '../modules/offline/routes'
 import { opsRoutes } from '../modules/ops/routes'
 import { kernel } from './kernel'
 
@@ -36,6 +37,7 @@ export function createApp(deps: Deps) {
     .use(apiKeyRoutes(deps))
     .use(productRoutes(deps))
     .use(keyRoutes(deps))
+    .use(offlineRoutes(deps))
 }
 
 export type App = ReturnType<typeof createApp>

@@ -24,7 +24,7 @@ export function adminRoutes(deps: Deps) {
       '/accounts',
       async ({ body, set }) => {
         set.status = 201
-        return service.createAccount(deps.sql, body)
+        return service.createAccount(deps.sql, body, deps.secretKey)
       },
       {
         body: CreateAccountBody,

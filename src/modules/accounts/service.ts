@@ -4,15 +4,20 @@ import type { Sql } from '../../infra/db'
 import { notFound } from '../../http/errors'
 import { createApiKey } from '../api-keys/service'
 import { emit } from '../events/outbox'
+import { createSigningKey } from '../offline/signing-keys'
 import type { Account } from './model'
 import type { Plan } from './plans'
 import * as repo from './repo'
 
-/** A new account and its first full_access API key (the token exists only in the return value). */
-export async function createAccount(sql: Sql, input: { name: string; plan?: Plan }) {
+/**
+ * A new account and its first full_access API key (the token exists only in the return value).
+ * With `secretKey`, also its offline-license signing key pair (without, it is created on first use).
+ */
+export async function createAccount(sql: Sql, input: { name: string; plan?: Plan }, secretKey?: Uint8Array) {
   return sql.begin(async (tx) => {
     const account = await repo.insertAccount(tx, { id: newId('acct'), name: input.name, plan: input.plan ?? 'free' })
     const apiKey = await createApiKey(tx, account.id, { name: 'Default', scope: 'full_access' })
+    if (secretKey) await createSigningKey(tx, account.id, secretKey)
     return { account, api_key: apiKey }
   })
 }

@@ -1,0 +1,75 @@
+import type { Sql, Tx } from '../../infra/db'
+
+export interface SigningKeyRow {
+  kid: string
+  public_key_pem: string
+  private_key_sealed: string
+}
+
+/** Inserts the account's key pair unless it already has one (a concurrent first use won the race). */
+export async function insertSigningKey(
+  sql: Sql | Tx,
+  k: { accountId: string; kid: string; publicKeyPem: string; privateKeySealed: string },
+): Promise<void> {
+  await sql`insert into signing_keys (account_id, kid, public_key_pem, private_key_sealed)
+    values (${k.accountId}, ${k.kid}, ${k.publicKeyPem}, ${k.privateKeySealed})
+    on conflict (account_id) do nothing`
+}
+
+export async function findSigningKey(sql: Sql | Tx, accountId: string): Promise<SigningKeyRow | null> {
+  const [row] = await sql<SigningKeyRow[]>`select kid, public_key_pem, private_key_sealed from signing_keys
+    where account_id = ${accountId}`
+  return row ?? null
+}
+
+export async function insertLicense(
+  tx: Tx,
+  l: {
+    id: string
+    accountId: string
+    keyId: string
+    activationId: string
+    fingerprint: string
+    ttlSeconds: number
+    issuedAt: Date
+    expiresAt: Date
+  },
+): Promise<void> {
+  await tx`insert into offline_licenses (id, account_id, key_id, activation_id, device_fingerprint, ttl_seconds, issued_at, expires_at)
+    values (${l.id}, ${l.accountId}, ${l.keyId}, ${l.activationId}, ${l.fingerprint}, ${l.ttlSeconds}, ${l.issuedAt}, ${l.expiresAt})`
+}
+
+/** What sync needs to judge a license now: the key's effective status and the device's live slot. */
+export interface LicenseState {
+  id: string
+  key_id: string
+  product_id: string
+  plan: string | null
+  device_fingerprint: string
+  ttl_seconds: number
+  key_status: 'active' | 'revoked' | 'expired'
+  key_expires_at: Date | null
+  /** The device's active activation of the key, if it still holds one (possibly a newer one). */
+  active_activation_id: string | null
+}
+
+export async function licenseStates(sql: Sql, accountId: string, ids: string[]): Promise<LicenseState[]> {
+  if (ids.length === 0) return []
+  return sql<LicenseState[]>`select l.id, l.key_id, k.product_id, k.plan, l.device_fingerprint, l.ttl_seconds,
+      case when k.status = 'active' and k.expires_at <= now() then 'expired' else k.status end as key_status,
+      k.expires_at as key_expires_at,
+      (select a.id from activations a
+        where a.key_id = l.key_id and a.device_fingerprint = l.device_fingerprint and a.status = 'active'
+        limit 1) as active_activation_id
+    from offline_licenses l join license_keys k on k.id = l.key_id
+    where l.account_id = ${accountId} and l.id in ${sql(ids)}`
+}
+
+/** Records a renewal: the latest issue and expiry, and the activation the device now holds. */
+export async function renewLicense(
+  tx: Tx,
+  r: { id: string; activationId: string; issuedAt: Date; expiresAt: Date },
+): Promise<void> {
+  await tx`update offline_licenses set issued_at = ${r.issuedAt}, expires_at = ${r.expiresAt}, activation_id = ${r.activationId}
+    where id = ${r.id}`
+}
