@@ -1,0 +1,99 @@
+// A TCP forwarder in front of a shared service (NATS, Redis) so a test can cut a node's connection
+// and restore it without touching the service other tests (and other people) are using.
+import type { Socket } from 'bun'
+
+export interface TcpProxy {
+  port: number
+  url(scheme: string): string
+  /** Drops every open connection and refuses new ones until `restore`. */
+  cut(): void
+  restore(): void
+  close(): void
+}
+
+type Side = { pair: Pair; queue: Uint8Array[] }
+type Pair = { client: Socket<Side>; upstream: Socket<Side> | null; early: Uint8Array[] }
+
+/** Writes all of `chunk`, keeping what the socket did not take for its `drain` event. */
+function forward(to: Socket<Side>, chunk: Uint8Array) {
+  const q = to.data.queue
+  if (q.length > 0) return void q.push(chunk.slice())
+  const n = to.write(chunk)
+  if (n < chunk.byteLength) q.push(chunk.slice(Math.max(0, n)))
+}
+
+function drain(s: Socket<Side>) {
+  const q = s.data.queue
+  while (q.length > 0) {
+    const chunk = q[0]!
+    const n = s.write(chunk)
+    if (n < chunk.byteLength) {
+      q[0] = chunk.slice(Math.max(0, n))
+      return
+    }
+    q.shift()
+  }
+}
+
+export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
+  let open = true
+  const pairs = new Set<Pair>()
+  const drop = (pair: Pair) => {
+    if (!pairs.delete(pair)) return
+    pair.client.end()
+    pair.upstream?.end()
+  }
+  const server = Bun.listen<Side>({
+    hostname: '127.0.0.1',
+    port: 0,
+    socket: {
+      open(client) {
+        const pair: Pair = { client, upstream: null, early: [] }
+        client.data = { pair, queue: [] }
+        if (!open) return void client.end()
+        pairs.add(pair)
+        Bun.connect<Side>({
+          hostname: targetHost,
+          port: targetPort,
+          data: { pair, queue: [] },
+          socket: {
+            open(upstream) {
+              if (!pairs.has(pair)) return void upstream.end()
+              pair.upstream = upstream
+              for (const chunk of pair.early) forward(upstream, chunk)
+              pair.early = []
+            },
+            data: (_, chunk) => forward(pair.client, chunk),
+            drain,
+            close: () => drop(pair),
+            error: () => drop(pair),
+          },
+        }).catch(() => drop(pair))
+      },
+      data(client, chunk) {
+        const pair = client.data.pair
+        if (pair.upstream) forward(pair.upstream, chunk)
+        else pair.early.push(chunk.slice())
+      },
+      drain,
+      close: (client) => drop(client.data.pair),
+      error: (client) => drop(client.data.pair),
+    },
+  })
+  return {
+    port: server.port,
+    url: (scheme) => `${scheme}://127.0.0.1:${server.port}`,
+    cut() {
+      open = false
+      for (const pair of [...pairs]) drop(pair)
+    },
+    restore() {
+      open = true
+    },
+    close() {
+      open = false
+      for (const pair of [...pairs]) drop(pair)
+      server.stop(true)
+    },
+  }
+}
