@@ -4,7 +4,7 @@ import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
 import { ulid } from '../infra/crypto'
 import type { Logger } from '../infra/log'
-import { AppError, problemResponse, type FieldError } from './errors'
+import { AppError, invalid, problemResponse, type FieldError } from './errors'
 
 export const MAX_BODY_BYTES = 64 * 1024
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
@@ -16,20 +16,53 @@ export function requestIdOf(request: Request): string {
   return given && SANE_REQUEST_ID.test(given) ? given : `req_${ulid()}`
 }
 
-/** Reads a body as JSON under the size limit; an empty body is `{}` (so optional bodies may be omitted). */
+/**
+ * Reads a body as JSON under the size limit; an empty body is `{}` (so optional bodies may be omitted).
+ * Streams the body so a chunked upload without content-length cannot make us buffer more than the
+ * limit. Every body in the contract is a JSON object, so anything else (array, string, null) is 400
+ * rather than being silently coerced; strings may not hold NUL, which Postgres cannot store.
+ */
 export async function readJson(request: Request): Promise<unknown> {
   const declared = Number(request.headers.get('content-length') ?? 0)
   if (declared > MAX_BODY_BYTES) throw tooLarge()
-  const buf = await request.arrayBuffer()
-  if (buf.byteLength > MAX_BODY_BYTES) throw tooLarge()
+  const buf = await readLimited(request)
   if (buf.byteLength === 0) return {}
+  let value: unknown
   try {
-    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(buf))
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(buf))
   } catch {
     throw new AppError('invalid_request', 'The request body is not valid JSON', {
       errors: [{ field: 'body', message: 'must be valid JSON' }],
     })
   }
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid('body', 'must be a JSON object')
+  const nul = findNul(value, 'body')
+  if (nul) throw invalid(nul, 'must not contain NUL characters')
+  return value
+}
+
+async function readLimited(request: Request): Promise<Uint8Array> {
+  if (!request.body) return new Uint8Array(0)
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
+    size += chunk.byteLength
+    if (size > MAX_BODY_BYTES) throw tooLarge()
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks, size)
+}
+
+/** The path of the first string (or object key) holding U+0000, or null. */
+function findNul(value: unknown, path: string): string | null {
+  if (typeof value === 'string') return value.includes('\u0000') ? path : null
+  if (value === null || typeof value !== 'object') return null
+  for (const [k, v] of Object.entries(value)) {
+    if (k.includes('\u0000')) return path
+    const found = findNul(v, `${path}.${k}`)
+    if (found) return found
+  }
+  return null
 }
 
 const tooLarge = () => new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
@@ -52,7 +85,19 @@ export function toAppError(code: string | number, error: unknown, log: Logger, r
   if (error instanceof AppError) return error
   if (code === 'VALIDATION') return validationError(error as ValidationLike)
   if (code === 'NOT_FOUND') return new AppError('not_found', 'No such route')
-  if (code === 'PARSE') return new AppError('invalid_request', 'The request body could not be parsed', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
+  if (code === 'PARSE') {
+    // Elysia wraps whatever our parser threw (413, not JSON, not an object) in a ParseError.
+    const cause = (error as { cause?: unknown }).cause
+    if (cause instanceof AppError) return cause
+    return new AppError('invalid_request', 'The request body could not be parsed', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
+  }
+  // Safety net: text Postgres cannot store (NUL) that slipped past the kernel's checks is the caller's fault.
+  const pgCode = (error as { code?: unknown } | null)?.code
+  if (pgCode === '22021' || pgCode === '22P05') {
+    return new AppError('invalid_request', 'The request holds characters that cannot be stored', {
+      errors: [{ field: 'request', message: 'must not contain NUL characters' }],
+    })
+  }
   if (isConnectionError(error)) {
     log.warn({ request_id: requestId, err: String(error) }, 'dependency unavailable')
     return new AppError('unavailable', 'A dependency needed for this call is unavailable; retry shortly')
@@ -68,6 +113,9 @@ export function kernel(log: Logger) {
       set.headers['x-request-id'] = requestIdOf(request)
       const declared = Number(request.headers.get('content-length') ?? 0)
       if (declared > MAX_BODY_BYTES) throw tooLarge()
+      // A NUL in a query value can never be valid and Postgres cannot store it: refuse it up front.
+      const q = request.url.indexOf('?')
+      if (q !== -1 && request.url.includes('%00', q)) throw invalid('query', 'must not contain NUL characters')
     })
     .onParse({ as: 'global' }, ({ request }) => readJson(request))
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
