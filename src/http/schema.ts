@@ -18,14 +18,19 @@ export const Instant = (description?: string) =>
 export const Timestamp = Type.String({ format: 'date-time', examples: ['2026-11-22T10:00:00.000Z'] })
 export const NullableTimestamp = Type.Union([Timestamp, Type.Null()])
 
-/** Parses an input timestamp that already matched `Instant`; rejects impossible dates (month 13). */
+/**
+ * Parses an input timestamp that already matched `Instant`. Every component is range-checked, so an
+ * impossible date (February 31st, 24:00, +25:00) is 400 instead of being rolled over by `Date`.
+ */
 export function parseInstant(field: string, text: string): Date {
-  const d = new Date(text)
-  const [y, m, day] = text.slice(0, 10).split('-').map(Number)
-  if (Number.isNaN(d.getTime()) || m < 1 || m > 12 || day < 1 || day > 31 || y < 1970) {
-    throw invalid(field, 'must be a valid ISO 8601 timestamp with a zone')
-  }
-  return d
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2}))$/.exec(text)
+  const [y, mo, d, h, mi, s, oh, om] = (m ?? []).slice(1).map((v) => (v === undefined ? 0 : Number(v)))
+  const valid =
+    m !== null && y >= 1970 && mo >= 1 && mo <= 12 && d >= 1 && d <= new Date(Date.UTC(y, mo, 0)).getUTCDate() &&
+    h <= 23 && mi <= 59 && s <= 59 && oh <= 23 && om <= 59
+  const date = new Date(text)
+  if (!valid || Number.isNaN(date.getTime())) throw invalid(field, 'must be a valid ISO 8601 timestamp with a zone')
+  return date
 }
 
 export const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null)
