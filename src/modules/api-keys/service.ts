@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps'
-import { newApiToken, newId } from '../../infra/crypto'
+import { isId, newApiToken, newId } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
 import { notFound } from '../../http/errors'
 import type { ApiKeyWithToken } from './model'
@@ -31,14 +31,16 @@ export const listApiKeys = (deps: Deps, accountId: string) => repo.listApiKeys(d
 
 export async function rotateApiKey(deps: Deps, accountId: string, id: string): Promise<ApiKeyWithToken> {
   const token = newApiToken()
-  const rotated = await deps.sql.begin((tx) => repo.rotateApiKey(tx, accountId, id, hashToken(token), tokenPrefix(token)))
+  const rotated = isId('ak', id)
+    ? await deps.sql.begin((tx) => repo.rotateApiKey(tx, accountId, id, hashToken(token), tokenPrefix(token)))
+    : null
   if (!rotated) throw notFound('API key', id)
   await deps.bus.publish({ kind: 'api_key', tokenHash: rotated.oldHash })
   return { ...rotated.apiKey, token }
 }
 
 export async function deleteApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
-  const oldHash = await repo.deleteApiKey(deps.sql, accountId, id)
+  const oldHash = isId('ak', id) ? await repo.deleteApiKey(deps.sql, accountId, id) : null
   if (!oldHash) throw notFound('API key', id)
   await deps.bus.publish({ kind: 'api_key', tokenHash: oldHash })
 }

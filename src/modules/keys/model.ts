@@ -54,7 +54,8 @@ export const ListKeysQuery = q.Object({
   product_id: q.Optional(q.String()),
   status: q.Optional(q.Union([q.Literal('active'), q.Literal('revoked'), q.Literal('expired')])),
   plan: q.Optional(q.String({ maxLength: 64 })),
-  page: q.Optional(q.Integer({ minimum: 0, default: 0 })),
+  // Bounded so page * page_size always fits the database's OFFSET; deeper pages would be empty anyway.
+  page: q.Optional(q.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
   page_size: q.Optional(q.Integer({ minimum: 1, maximum: 100, default: 20 })),
 })
 

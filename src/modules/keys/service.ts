@@ -21,7 +21,9 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
   const key = await deps.sql.begin(async (tx) => {
     // `for share` orders this against a concurrent product delete (which takes the row `for update`).
-    const [product] = await tx`select id from products where id = ${input.product_id} and account_id = ${who.accountId} for share`
+    const [product] = isId('prod', input.product_id)
+      ? await tx`select id from products where id = ${input.product_id} and account_id = ${who.accountId} for share`
+      : []
     if (!product) throw notFound('product', input.product_id)
     const key = await repo.insertKey(tx, {
       id: newId('key'),

@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps'
-import { newId } from '../../infra/crypto'
+import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../http/errors'
 import { PLAN_LIMITS } from '../accounts/plans'
 import type { Principal } from '../api-keys/principals'
@@ -29,7 +29,7 @@ export async function createProduct(deps: Deps, who: Principal, input: CreatePro
 }
 
 export async function getProduct(deps: Deps, who: Principal, id: string): Promise<Product> {
-  const product = await repo.findProduct(deps.sql, who.accountId, id)
+  const product = isId('prod', id) ? await repo.findProduct(deps.sql, who.accountId, id) : null
   if (!product) throw notFound('product', id)
   return product
 }
@@ -38,7 +38,7 @@ export const listProducts = (deps: Deps, who: Principal) => repo.listProducts(de
 
 export async function updateProduct(deps: Deps, who: Principal, id: string, input: UpdateProductBody): Promise<Product> {
   return deps.sql.begin(async (tx) => {
-    const current = await repo.lockProduct(tx, who.accountId, id)
+    const current = isId('prod', id) ? await repo.lockProduct(tx, who.accountId, id) : null
     if (!current) throw notFound('product', id)
     if (input.slug !== undefined && input.slug !== current.slug) throw invalid('body.slug', 'is immutable')
     await repo.updateProduct(tx, who.accountId, id, input)
@@ -48,7 +48,7 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
 
 export async function deleteProduct(deps: Deps, who: Principal, id: string): Promise<void> {
   await deps.sql.begin(async (tx) => {
-    const current = await repo.lockProduct(tx, who.accountId, id)
+    const current = isId('prod', id) ? await repo.lockProduct(tx, who.accountId, id) : null
     if (!current) throw notFound('product', id)
     // Creating a key locks the product row too (for share), so no key can appear after this check.
     if (await repo.hasActiveKeys(tx, id)) {
