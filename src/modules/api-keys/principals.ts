@@ -38,8 +38,10 @@ export class Principals {
 
   /** The principal for an `Authorization` header value, or null (unknown, malformed, revoked). */
   async authenticate(header: string | null | undefined): Promise<Principal | null> {
-    if (!header || !header.startsWith('Bearer ')) return null
-    const token = header.slice(7).trim()
+    // The auth scheme is case-insensitive (RFC 9110 §11.1); the token itself is not.
+    const match = header ? /^bearer +(\S+) *$/i.exec(header) : null
+    if (!match) return null
+    const token = match[1]
     if (!API_TOKEN_RE.test(token)) return null
     const tokenHash = hashToken(token)
     const now = Date.now()
