@@ -22,7 +22,7 @@ export async function idempotent(
 ): Promise<Outcome & { replayed: boolean }> {
   if (idemKey === null || idemKey === undefined) return { ...(await run()), replayed: false }
   if (idemKey.length < 1 || idemKey.length > 255) throw invalid('header.idempotency-key', 'must be 1..255 characters')
-  const requestHash = sha256Hex(`${route}\n${JSON.stringify(body ?? null)}`)
+  const requestHash = sha256Hex(`${route}\n${canonicalJson(body ?? null)}`)
   const [claimed] = await sql`insert into idempotency_keys (account_id, idem_key, request_hash)
     values (${accountId}, ${idemKey}, ${requestHash})
     on conflict (account_id, idem_key) do update set request_hash = excluded.request_hash, created_at = now()
@@ -59,6 +59,16 @@ export async function idempotent(
   await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${sql.json(outcome.body as never)}
     where account_id = ${accountId} and idem_key = ${idemKey}`
   return { ...outcome, replayed: false }
+}
+
+/** JSON with object keys sorted, so the same body sent with its fields in another order is the same request. */
+export function canonicalJson(value: unknown): string {
+  if (value === null || typeof value !== 'object') return JSON.stringify(value) ?? 'null'
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`
+  const entries = Object.entries(value as Record<string, unknown>)
+    .filter(([, v]) => v !== undefined)
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+  return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`
 }
 
 /** A stored refusal is replayed as the same problem (with this request's id). */
