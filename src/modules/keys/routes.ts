@@ -10,7 +10,7 @@ export function keyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.keys', prefix: '/v1/keys', detail: { tags: ['License keys'] } })
     .use(authPlugin(deps.principals))
     .post(
-      '/',
+      '',
       (ctx) =>
         createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys', () =>
           service.createKey(deps, ctx.principal, ctx.body),
@@ -22,7 +22,7 @@ export function keyRoutes(deps: Deps) {
         detail: { summary: 'Create a license key (key_value is shown once; emits key.created)' },
       },
     )
-    .get('/', ({ principal, query }) => service.listKeys(deps, principal, query), {
+    .get('', ({ principal, query }) => service.listKeys(deps, principal, query), {
       auth: 'keys:read',
       query: ListKeysQuery,
       response: { 200: KeyPage, 400: Problem, 401: Problem, 403: Problem },

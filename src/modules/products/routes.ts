@@ -10,7 +10,7 @@ export function productRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.products', prefix: '/v1/products', detail: { tags: ['Products'] } })
     .use(authPlugin(deps.principals))
     .post(
-      '/',
+      '',
       (ctx) =>
         createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/products', () =>
           service.createProduct(deps, ctx.principal, ctx.body),
@@ -22,7 +22,7 @@ export function productRoutes(deps: Deps) {
         detail: { summary: 'Create a product (emits product.created)' },
       },
     )
-    .get('/', async ({ principal }) => ({ data: await service.listProducts(deps, principal) }), {
+    .get('', async ({ principal }) => ({ data: await service.listProducts(deps, principal) }), {
       auth: 'products:read',
       response: { 200: ProductList, 401: Problem, 403: Problem },
       detail: { summary: 'List products, oldest first' },
