@@ -2,6 +2,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../deps'
 import { adminRoutes } from '../modules/accounts/routes'
+import { analyticsRoutes } from '../modules/analytics/routes'
 import { apiKeyRoutes } from '../modules/api-keys/routes'
 import { keyRoutes } from '../modules/keys/routes'
 import { productRoutes } from '../modules/products/routes'
@@ -19,6 +20,7 @@ export function createApp(deps: Deps) {
     .use(apiKeyRoutes(deps))
     .use(productRoutes(deps))
     .use(keyRoutes(deps))
+    .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps))
 }
 

@@ -1,0 +1,39 @@
+import type { Deps } from '../../deps'
+import { isId } from '../../infra/crypto'
+import { AppError, notFound } from '../../http/errors'
+import { PLAN_LIMITS } from '../accounts/plans'
+import type { Principal } from '../api-keys/principals'
+import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry } from './model'
+import * as repo from './repo'
+
+export function requireAnalyticsPlan(who: Principal): void {
+  if (!PLAN_LIMITS[who.plan].analytics) {
+    throw new AppError('plan_upgrade_required', `Analytics are not part of the ${who.plan} plan; upgrade to use them`)
+  }
+}
+
+export async function overview(deps: Deps, who: Principal): Promise<Overview> {
+  const [stored, apiCallsToday] = await Promise.all([
+    repo.overview(deps.sql, who.accountId),
+    deps.counters.today(who.accountId),
+  ])
+  return {
+    ...stored,
+    api_calls_today: apiCallsToday,
+    api_calls_limit_today: PLAN_LIMITS[who.plan].validationsPerDay ?? -1,
+  }
+}
+
+export async function activationTrend(
+  deps: Deps,
+  who: Principal,
+  query: { range?: Range; product_id?: string },
+): Promise<TrendEntry[]> {
+  const productId = query.product_id ?? null
+  if (productId !== null && !(isId('prod', productId) && (await repo.productExists(deps.sql, who.accountId, productId)))) {
+    throw notFound('product', productId)
+  }
+  return repo.trend(deps.sql, who.accountId, RANGES[query.range ?? '7d'], productId)
+}
+
+export const geography = (deps: Deps, who: Principal): Promise<CountryEntry[]> => repo.geography(deps.sql, who.accountId)
