@@ -16,8 +16,8 @@ beforeAll(async () => {
   acct = await h.account()
   productId = (await newProduct(h.call, acct.token)).id
   publicKeyPem = (await h.call('GET', '/v1/offline/public-key', { token: acct.token })).body.public_key_pem
-})
-afterAll(() => h.close())
+}, 60_000) // a fresh database and node; slow only when the machine is busy
+afterAll(() => h?.close())
 
 const issue = (keyId: string, body: unknown, token = acct.token, headers?: Record<string, string>) =>
   h.call('POST', `/v1/keys/${keyId}/offline-licenses`, { token, body, headers })
@@ -168,6 +168,19 @@ describe('issuing', () => {
     const detail = await h.call('GET', `/v1/keys/${key.id}`, { token: acct.token })
     expect(detail.body.activations_used).toBe(1)
     expect(detail.body.activations.length).toBe(1)
+  })
+
+  test('validate sees the offline device at once (same slots, warm caches included)', async () => {
+    const key = await newKey(h.call, acct.token, productId, { activation_limit: 2 })
+    const validate = (fp: string) =>
+      h.call('POST', '/v1/validate', { token: acct.token, body: { key: key.key_value, device_fingerprint: fp } })
+    const online = fingerprint()
+    expect((await validate(online)).body).toMatchObject({ valid: true, activations_used: 1 })
+    const offline = fingerprint()
+    expect((await issue(key.id, { device_fingerprint: offline })).status).toBe(201)
+    expect((await validate(online)).body).toMatchObject({ valid: true, activations_used: 2 })
+    expect((await validate(offline.toUpperCase())).body).toMatchObject({ valid: true, activations_used: 2 })
+    expect((await validate(fingerprint())).body).toMatchObject({ valid: false, reason: 'activation_limit' })
   })
 
   test('revoked key is 409 key_revoked; expired key is 409 key_expired', async () => {

@@ -75,10 +75,15 @@ export async function issueLicense(
       issued_at: iso(issuedAt)!,
       expires_at: iso(expiresAt)!,
     }
-    return { payload, keyHash: key.key_hash, newDevice: slot.kind === 'created' }
+    return { payload, keyHash: key.key_hash, newDevice: slot.kind === 'created' ? slot.activation.id : null }
   })
-  // The device count changed: every node's validate cache must see it before we answer.
-  if (newDevice) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  // A new device took a slot: every node's validate state learns it (as validate itself announces new
+  // devices). The activation is committed either way, so a failed broadcast is logged, not an error.
+  if (newDevice) {
+    await deps.bus
+      .publish({ kind: 'device', accountId: who.accountId, keyHash, fingerprint, activationId: newDevice })
+      .catch((err) => deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+  }
   return { id: payload.id, license: signLicense(signer.privateKey, signer.kid, payload), expires_at: payload.expires_at, payload }
 }
 
