@@ -8,6 +8,8 @@ export interface TcpProxy {
   /** Drops every open connection and refuses new ones until `restore`. */
   cut(): void
   restore(): void
+  /** Keeps connections open but forwards nothing (a hung server or a silent network drop). */
+  stall(): void
   close(): void
 }
 
@@ -37,6 +39,7 @@ function drain(s: Socket<Side>) {
 
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   let open = true
+  let stalled = false
   const pairs = new Set<Pair>()
   const drop = (pair: Pair) => {
     if (!pairs.delete(pair)) return
@@ -63,7 +66,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
               for (const chunk of pair.early) forward(upstream, chunk)
               pair.early = []
             },
-            data: (_, chunk) => forward(pair.client, chunk),
+            data: (_, chunk) => void (stalled || forward(pair.client, chunk)),
             drain,
             close: () => drop(pair),
             error: () => drop(pair),
@@ -72,6 +75,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       },
       data(client, chunk) {
         const pair = client.data.pair
+        if (stalled) return
         if (pair.upstream) forward(pair.upstream, chunk)
         else pair.early.push(chunk.slice())
       },
@@ -89,6 +93,10 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     restore() {
       open = true
+      stalled = false
+    },
+    stall() {
+      stalled = true
     },
     close() {
       open = false
