@@ -7,6 +7,8 @@ import { MemoryCounters, type Counters } from './infra/counters'
 import { connectPostgres, startEmbedded, type Db } from './infra/db'
 import { createLogger, type Logger } from './infra/log'
 import { migrate } from './infra/migrate'
+import { NatsBus } from './infra/nats-bus'
+import { RedisCounters } from './infra/redis-counters'
 import { resolveSecretKey } from './infra/secret-key'
 import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
@@ -43,8 +45,9 @@ export async function openDb(config: Config): Promise<Db> {
 }
 
 export async function buildDeps(config: Config, db: Db, log: Logger): Promise<Deps> {
-  const bus: Bus = new LocalBus()
-  const counters: Counters = new MemoryCounters()
+  // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
+  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log }) : new LocalBus()
+  const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log }) : new MemoryCounters()
   const principals = new Principals(db.sql, bus, config.cacheTtlMs)
   return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }
 }
@@ -64,7 +67,10 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
   const app = createApp(deps)
   app.listen({ port: options.port ?? config.port, hostname: config.host, reusePort: config.workers > 1 })
   const server = app.server!
-  const jobs = [every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush())]
+  const jobs = [
+    every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
+    every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
+  ]
 
   let stopping: Promise<void> | null = null
   return {
