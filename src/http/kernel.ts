@@ -4,6 +4,7 @@ import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
 import { ulid } from '../infra/crypto'
 import type { Logger } from '../infra/log'
+import { httpDuration } from '../infra/metrics'
 import { AppError, invalid, problemResponse, type FieldError } from './errors'
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -128,6 +129,8 @@ export function kernel(log: Logger) {
     .onAfterResponse({ as: 'global' }, ({ request, set, route, responseValue }) => {
       const t0 = started.get(request)
       const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
+      // Label by route pattern, never the raw path (ids would make one series per request).
+      if (t0 !== undefined) httpDuration.labels(request.method, route || 'unmatched', String(status)).observe((performance.now() - t0) / 1000)
       log.info({
         method: request.method,
         route,

@@ -1,7 +1,8 @@
-// Liveness and readiness for load balancers and orchestrators.
+// Liveness and readiness for load balancers and orchestrators, metrics for Prometheus.
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { t } from '../../http/schema'
+import { registry } from '../../infra/metrics'
 
 const DepState = t.Union([t.Literal('ok'), t.Literal('down'), t.Literal('embedded')])
 
@@ -16,7 +17,9 @@ export function opsRoutes(deps: Deps) {
       async ({ set }) => {
         const postgres = deps.db.kind === 'embedded' ? 'embedded' : (await deps.db.ping()) ? 'ok' : 'down'
         const nats = deps.bus.state()
-        const redis = 'embedded' as const
+        const redis = deps.counters.state()
+        // Redis down leaves the node fully able to answer (it counts locally), so it stays ready;
+        // without Postgres or the bus it could serve stale answers or fail writes.
         const ready = postgres !== 'down' && nats !== 'down'
         set.status = ready ? 200 : 503
         return { postgres, nats, redis }
@@ -25,5 +28,11 @@ export function opsRoutes(deps: Deps) {
         response: { 200: t.Object({ postgres: DepState, nats: DepState, redis: DepState }), 503: t.Object({ postgres: DepState, nats: DepState, redis: DepState }) },
         detail: { summary: 'Readiness: each dependency ok, down or embedded' },
       },
+    )
+    .get(
+      '/metrics',
+      async () =>
+        new Response(await registry.metrics(), { headers: { 'content-type': registry.contentType } }),
+      { detail: { summary: 'Prometheus metrics (text exposition format)' } },
     )
 }
