@@ -15,9 +15,12 @@ export function adminRoutes(deps: Deps) {
   if (!adminToken) return app
   const expected = Buffer.from(sha256Hex(adminToken))
   return app
-    .onBeforeHandle(({ request }) => {
+    // transform, not beforeHandle: it runs before body validation, so a caller without the token gets
+    // 401 whatever it sends and learns nothing about the schema.
+    .onTransform(({ request }) => {
       const header = request.headers.get('authorization') ?? ''
-      const given = Buffer.from(sha256Hex(header.startsWith('Bearer ') ? header.slice(7) : ''))
+      const token = /^bearer (.+)$/i.exec(header)?.[1] ?? ''
+      const given = Buffer.from(sha256Hex(token))
       if (!timingSafeEqual(given, expected)) throw new AppError('unauthorized', 'Missing or wrong operator token')
     })
     .post(

@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps'
-import { newId } from '../../infra/crypto'
+import { isId, newId } from '../../infra/crypto'
 import type { Sql } from '../../infra/db'
 import { notFound } from '../../http/errors'
 import { createApiKey } from '../api-keys/service'
@@ -23,7 +23,7 @@ export async function createAccount(sql: Sql, input: { name: string; plan?: Plan
 }
 
 export async function getAccount(deps: Deps, id: string) {
-  const account = await repo.findAccount(deps.sql, id)
+  const account = isId('acct', id) ? await repo.findAccount(deps.sql, id) : null
   if (!account) throw notFound('account', id)
   return { ...account, usage: await repo.accountUsage(deps.sql, id) }
 }
@@ -31,7 +31,7 @@ export async function getAccount(deps: Deps, id: string) {
 /** Renames or changes the plan; a plan change emits account.plan_changed and refreshes every node. */
 export async function updateAccount(deps: Deps, id: string, patch: { name?: string; plan?: Plan }): Promise<Account> {
   const { account, changed } = await deps.sql.begin(async (tx) => {
-    const before = await repo.findAccount(tx, id, true)
+    const before = isId('acct', id) ? await repo.findAccount(tx, id, true) : null
     if (!before) throw notFound('account', id)
     const after = await repo.updateAccount(tx, id, patch)
     const changed = patch.plan !== undefined && patch.plan !== before.plan
