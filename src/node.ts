@@ -13,6 +13,7 @@ import { resolveSecretKey } from './infra/secret-key'
 import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
+import { startDeliveryWorker } from './modules/webhooks/worker'
 
 export interface Node {
   deps: Deps
@@ -71,6 +72,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
   ]
+  const webhookWorker = await startDeliveryWorker(deps)
 
   let stopping: Promise<void> | null = null
   return {
@@ -82,6 +84,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
       stopping ??= (async () => {
         await server.stop(false) // stop accepting; let in-flight requests finish
         for (const job of jobs) await job.stop()
+        await webhookWorker.stop(config.shutdownTimeoutMs / 2) // attempts in flight finish (or resume elsewhere)
         await deps.principals.flush().catch(() => {})
         deps.principals.close()
         await deps.counters.flush().catch(() => {})

@@ -8,6 +8,7 @@ import { keyRoutes } from '../modules/keys/routes'
 import { productRoutes } from '../modules/products/routes'
 import { offlineRoutes } from '../modules/offline/routes'
 import { opsRoutes } from '../modules/ops/routes'
+import { webhookRoutes } from '../modules/webhooks/routes'
 import { docs } from './docs'
 import { kernel } from './kernel'
 
@@ -22,6 +23,7 @@ export function createApp(deps: Deps) {
     .use(keyRoutes(deps))
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps))
+    .use(webhookRoutes(deps))
 }
 
 export type App = ReturnType<typeof createApp>

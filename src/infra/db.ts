@@ -12,6 +12,11 @@ export interface Db {
   readonly kind: 'postgres' | 'embedded'
   /** Cheap liveness probe for /readyz. */
   ping(): Promise<boolean>
+  /**
+   * Calls `onNotify` for each NOTIFY on `channel` (sent at commit). Best effort: a wake-up hint, not a
+   * queue, so callers keep a polling fallback. Resolves to an unsubscribe function.
+   */
+  listen(channel: string, onNotify: () => void): Promise<() => Promise<void>>
   close(): Promise<void>
 }
 
@@ -22,10 +27,13 @@ const pgOptions = {
   // Dates come back as Date; ids/enums are text; counts are cast to int in SQL.
 } satisfies postgres.Options<{}>
 
-function wrap(sql: Sql, kind: Db['kind'], onClose: () => Promise<void> = async () => {}): Db {
+type Listen = Db['listen']
+
+function wrap(sql: Sql, kind: Db['kind'], listen: Listen, onClose: () => Promise<void> = async () => {}): Db {
   return {
     sql,
     kind,
+    listen,
     async ping() {
       try {
         await sql`select 1`
@@ -42,7 +50,13 @@ function wrap(sql: Sql, kind: Db['kind'], onClose: () => Promise<void> = async (
 }
 
 export function connectPostgres(url: string, max = 10): Db {
-  return wrap(postgres(url, { ...pgOptions, max }), 'postgres')
+  const sql = postgres(url, { ...pgOptions, max })
+  // postgres.js keeps LISTEN on a dedicated connection and re-listens after a reconnect.
+  const listen: Listen = async (channel, onNotify) => {
+    const { unlisten } = await sql.listen(channel, () => onNotify())
+    return async () => void (await unlisten())
+  }
+  return wrap(sql, 'postgres', listen)
 }
 
 /**
@@ -62,8 +76,22 @@ export async function startEmbedded(dataDir: string | null): Promise<Db> {
   const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 1 })
   await server.start()
   const [host, port] = server.getServerConn().split(':')
-  const sql = postgres({ ...pgOptions, host, port: Number(port), database: 'postgres', username: 'postgres', max: 1 })
-  return wrap(sql, 'embedded', async () => {
+  // PGlite has one session and the pool one connection: LISTEN on it, and PGlite delivers the session's
+  // own NOTIFYs to it at commit.
+  const listeners = new Map<string, Set<() => void>>()
+  const onnotify = (channel: string) => listeners.get(channel)?.forEach((fn) => fn())
+  const untyped = { onnotify } as {} // a postgres.js option missing from its type definitions
+  const sql = postgres({ ...pgOptions, host, port: Number(port), database: 'postgres', username: 'postgres', max: 1, ...untyped })
+  const listen: Listen = async (channel, onNotify) => {
+    let set = listeners.get(channel)
+    if (!set) {
+      listeners.set(channel, (set = new Set()))
+      await sql.unsafe(`listen "${channel.replaceAll('"', '""')}"`)
+    }
+    set.add(onNotify)
+    return async () => void set.delete(onNotify)
+  }
+  return wrap(sql, 'embedded', listen, async () => {
     await server.stop()
     await pglite.close()
   })

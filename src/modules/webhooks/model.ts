@@ -1,0 +1,57 @@
+import { OneOf, t, Timestamp } from '../../http/schema'
+import { EVENT_TYPES } from '../events/outbox'
+
+export const EventTypeName = OneOf(EVENT_TYPES, { description: 'An event type' })
+
+const Url = t.String({ minLength: 1, maxLength: 2048, description: 'http or https URL of a public host', examples: ['https://example.com/hooks/keyward'] })
+const Events = t.Array(EventTypeName, { minItems: 1, maxItems: 64, description: 'Event types to receive (duplicates are ignored)' })
+
+export const Webhook = t.Object({
+  id: t.String({ examples: ['wh_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
+  url: t.String(),
+  events: t.Array(EventTypeName),
+  is_active: t.Boolean(),
+  created_at: Timestamp,
+  updated_at: Timestamp,
+})
+export type Webhook = typeof Webhook.static
+
+export const WebhookWithSecret = t.Composite([
+  Webhook,
+  t.Object({
+    secret: t.String({ description: 'whsec_ + base64 of 32 random bytes; shown only in this response', examples: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'] }),
+  }),
+])
+export type WebhookWithSecret = typeof WebhookWithSecret.static
+
+export const DeliveryAttempt = t.Object({
+  id: t.String({ examples: ['whd_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
+  event_id: t.String(),
+  event_type: t.String(),
+  attempt: t.Integer({ description: '1 for the first attempt of a delivery, then 2, 3, …' }),
+  status_code: t.Union([t.Integer(), t.Null()], { description: 'null when no HTTP answer came (refused, timeout, connection error)' }),
+  success: t.Boolean(),
+  duration_ms: t.Integer(),
+  error: t.Union([t.String(), t.Null()]),
+  created_at: Timestamp,
+})
+export type DeliveryAttempt = typeof DeliveryAttempt.static
+
+export const WebhookDetail = t.Composite([
+  Webhook,
+  t.Object({ deliveries: t.Array(DeliveryAttempt, { description: 'The last 20 attempts, newest first' }) }),
+])
+
+export const WebhookList = t.Object({ data: t.Array(Webhook) })
+
+export const CreateWebhookBody = t.Object({ url: Url, events: Events })
+export type CreateWebhookBody = typeof CreateWebhookBody.static
+
+export const UpdateWebhookBody = t.Object({
+  url: t.Optional(Url),
+  events: t.Optional(Events),
+  is_active: t.Optional(t.Boolean()),
+})
+export type UpdateWebhookBody = typeof UpdateWebhookBody.static
+
+export const TestResult = t.Object({ delivery: DeliveryAttempt })

@@ -1,0 +1,41 @@
+// Standard Webhooks (standardwebhooks.com) messages: the JSON body and the three webhook-* headers.
+// HMAC-SHA256 with node:crypto (native, unlike the reference package's pure-JS hash); the tests verify
+// every delivery with the `standardwebhooks` package, as a receiver would.
+import { createHmac, randomBytes } from 'node:crypto'
+
+const PREFIX = 'whsec_'
+
+/** A new secret: `whsec_` + base64 of 32 random bytes. */
+export const newWebhookSecret = () => PREFIX + randomBytes(32).toString('base64')
+
+/** The HMAC key: the bytes behind the base64 part of the secret. */
+export const secretBytes = (secret: string) =>
+  Buffer.from(secret.startsWith(PREFIX) ? secret.slice(PREFIX.length) : secret, 'base64')
+
+export interface SignedMessage {
+  /** The event id: identical on every retry, so receivers can deduplicate. */
+  id: string
+  body: string
+  headers: Record<string, string>
+}
+
+export function signEvent(
+  secret: string,
+  event: { id: string; type: string; createdAt: Date; data: unknown },
+  now = Date.now(),
+): SignedMessage {
+  const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.createdAt.toISOString(), data: event.data })
+  const timestamp = String(Math.floor(now / 1000))
+  const mac = createHmac('sha256', secretBytes(secret)).update(`${event.id}.${timestamp}.${body}`).digest('base64')
+  return {
+    id: event.id,
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'user-agent': 'Keyward-Webhooks/1',
+      'webhook-id': event.id,
+      'webhook-timestamp': timestamp,
+      'webhook-signature': `v1,${mac}`,
+    },
+  }
+}

@@ -1,0 +1,158 @@
+// The delivery worker, one per node. Woken by NOTIFY at the commit of an event that has deliveries
+// (every node listens), by its own retry timers, and by a slow poll as the fallback; it claims due
+// deliveries from Postgres (queue.ts), sends them concurrently and logs every attempt.
+import type { Deps } from '../../deps'
+import { webhookDeliveries } from '../../infra/metrics'
+import { WEBHOOK_WAKE_CHANNEL } from '../events/outbox'
+import { claimDue, recordAttempt, releaseClaims, type Job, type Verdict } from './queue'
+import { send, type AttemptOutcome } from './sender'
+
+export interface WorkerOptions {
+  /** Attempts in flight at once on this node. */
+  concurrency?: number
+  /** Fallback poll for due work (retries scheduled by other nodes, missed notifications). */
+  pollMs?: number
+}
+
+const DEFAULT_CONCURRENCY = 32
+const DEFAULT_POLL_MS = 1_000
+/** Local retry timers only for short delays; longer ones are found by the poll. */
+const MAX_TIMER_MS = 60_000
+
+/** What follows an attempt: attempt n failing is retried after delays[n-1] (±10% jitter), then failed. */
+export function decide(attempt: number, outcome: AttemptOutcome, delaysMs: readonly number[], random = Math.random): Verdict {
+  if (outcome.success) return { kind: 'succeeded' }
+  if (outcome.statusCode === 410) return { kind: 'gone' }
+  if (attempt > delaysMs.length) return { kind: 'failed' }
+  return { kind: 'retry', delayMs: Math.round(delaysMs[attempt - 1] * (0.9 + 0.2 * random())) }
+}
+
+const METRIC_OUTCOME = { succeeded: 'success', retry: 'retry', failed: 'failed', gone: 'disabled' } as const
+
+export class DeliveryWorker {
+  private readonly concurrency: number
+  private readonly pollMs: number
+  private readonly leaseMs: number
+  private inFlight = new Map<string, Promise<void>>()
+  private pumping: Promise<void> | null = null
+  /** Set when there may be due work not yet claimed. */
+  private dirty = false
+  private stopped = false
+  private readonly abort = new AbortController()
+  private timers = new Set<Timer>()
+  private poller: Timer | null = null
+  private unlisten: (() => Promise<void>) | null = null
+
+  constructor(
+    private readonly deps: Deps,
+    options: WorkerOptions = {},
+  ) {
+    this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
+    this.pollMs = options.pollMs ?? DEFAULT_POLL_MS
+    // Longer than any attempt can take, so a live node never loses a claim it is still working on.
+    this.leaseMs = deps.config.webhookTimeoutMs + 30_000
+  }
+
+  async start(): Promise<this> {
+    try {
+      this.unlisten = await this.deps.db.listen(WEBHOOK_WAKE_CHANNEL, () => this.wake())
+    } catch (err) {
+      this.deps.log.warn({ err: String(err) }, 'webhook worker: LISTEN failed; relying on polling')
+    }
+    this.poller = setInterval(() => this.wake(), this.pollMs)
+    this.wake() // pending work from before a restart
+    return this
+  }
+
+  /** There may be due work: claim it (now, or when a slot frees up). */
+  wake(): void {
+    this.dirty = true
+    this.kick()
+  }
+
+  private room = () => this.concurrency - this.inFlight.size
+
+  private kick(): void {
+    if (this.stopped || this.pumping || this.room() <= 0) return
+    this.pumping = this.pump()
+      .catch((err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed'))
+      .finally(() => {
+        this.pumping = null
+        if (this.dirty) this.kick()
+      })
+  }
+
+  private async pump(): Promise<void> {
+    while (this.dirty && !this.stopped && this.room() > 0) {
+      this.dirty = false
+      const room = this.room()
+      const jobs = await claimDue(this.deps.sql, this.deps.secretKey, room, this.leaseMs)
+      if (this.stopped) {
+        await releaseClaims(this.deps.sql, jobs)
+        return
+      }
+      if (jobs.length === room) this.dirty = true // a full batch: there may be more
+      for (const job of jobs) this.run(job)
+    }
+  }
+
+  private run(job: Job): void {
+    const task = this.attempt(job)
+      .catch((err) => this.deps.log.warn({ err: String(err), delivery: job.deliveryId }, 'webhook worker: attempt not logged'))
+      .finally(() => {
+        this.inFlight.delete(job.deliveryId)
+        if (this.dirty) this.kick()
+      })
+    this.inFlight.set(job.deliveryId, task)
+  }
+
+  private async attempt(job: Job): Promise<void> {
+    const { config, sql, log } = this.deps
+    const outcome = await send(job.url, job.message, {
+      allowPrivate: config.webhookAllowPrivateUrls,
+      timeoutMs: config.webhookTimeoutMs,
+      signal: this.abort.signal,
+    })
+    if (this.abort.signal.aborted && !outcome.success) {
+      // Cut short by shutdown: not the receiver's fault, so not an attempt. Due again at once.
+      await releaseClaims(sql, [job])
+      return
+    }
+    const verdict = decide(job.attempts + 1, outcome, config.webhookRetryDelaysMs)
+    if (!(await recordAttempt(sql, job, outcome, verdict))) return
+    webhookDeliveries.inc({ outcome: METRIC_OUTCOME[verdict.kind] })
+    log.debug(
+      { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
+        status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
+      'webhook attempt',
+    )
+    if (verdict.kind === 'retry' && verdict.delayMs <= MAX_TIMER_MS) this.after(verdict.delayMs, () => this.wake())
+  }
+
+  private after(ms: number, fn: () => void) {
+    const timer = setTimeout(() => {
+      this.timers.delete(timer)
+      fn()
+    }, ms + 5)
+    this.timers.add(timer)
+  }
+
+  /** Stops claiming, lets attempts in flight finish for up to `graceMs`, then cuts them short. */
+  async stop(graceMs: number): Promise<void> {
+    if (this.stopped) return
+    this.stopped = true
+    if (this.poller) clearInterval(this.poller)
+    for (const t of this.timers) clearTimeout(t)
+    this.timers.clear()
+    await this.unlisten?.().catch(() => {})
+    await this.pumping
+    const all = () => Promise.allSettled([...this.inFlight.values()])
+    let timer: Timer | undefined
+    const graceOver = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), graceMs)))
+    if ((await Promise.race([all(), graceOver])) === 'late') this.abort.abort()
+    clearTimeout(timer)
+    await all()
+  }
+}
+
+export const startDeliveryWorker = (deps: Deps, options?: WorkerOptions) => new DeliveryWorker(deps, options).start()

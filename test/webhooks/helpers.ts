@@ -1,0 +1,27 @@
+import { EVENT_TYPES } from '../../src/modules/events/outbox'
+import type { Client } from '../support/harness'
+
+export const ALL_EVENTS = [...EVENT_TYPES]
+
+/** Env for a node that may deliver to the local receiver, with short retry delays. */
+export const LOCAL_DELIVERY = {
+  WEBHOOK_ALLOW_PRIVATE_URLS: 'true',
+  WEBHOOK_RETRY_DELAYS_MS: '100,100,100',
+  WEBHOOK_TIMEOUT_MS: '3000',
+}
+
+export async function newWebhook(call: Client, token: string, url: string, events: string[] = ALL_EVENTS) {
+  const res = await call('POST', '/v1/webhooks', { token, body: { url, events } })
+  if (res.status !== 201) throw new Error(`webhook creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body as { id: string; secret: string; url: string; events: string[]; is_active: boolean }
+}
+
+export const fingerprint = () =>
+  Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, '0')).join('')
+
+/** An object without some of its fields (e.g. a create response without key_value). */
+export function without<T extends Record<string, unknown>>(obj: T, ...fields: string[]): Record<string, unknown> {
+  const copy: Record<string, unknown> = { ...obj }
+  for (const f of fields) delete copy[f]
+  return copy
+}
