@@ -1,6 +1,8 @@
-// `bun run start`: one node on the configured (or embedded) stores.
+// `bun run start`: one node on the configured (or embedded) stores; with WORKERS=N > 1, a supervisor
+// of N worker processes on one port (see supervisor.ts), each of which runs this file as a node.
 import { ConfigError, loadConfig } from './config'
 import { startNode } from './node'
+import { supervise, workerArgs } from './supervisor'
 
 let config
 try {
@@ -13,7 +15,10 @@ try {
   throw err
 }
 
-const node = await startNode(config)
+const worker = workerArgs()
+if (config.workers > 1 && !worker.isWorker) await supervise(config)
+
+const node = await startNode(config, { port: worker.port })
 const mode = config.embedded ? `embedded (data in ${config.dataDir})` : 'external Postgres'
 console.log(`Keyward listening on ${node.url}  [${mode}]`)
 console.log(`API docs: ${node.url}/docs   OpenAPI: ${node.url}/docs/json`)
@@ -24,6 +29,12 @@ if (node.demoToken) {
 
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, async () => {
+    // Graceful: stop accepting, finish in-flight requests, flush batches, drain NATS, close pools.
+    // Bounded, so an orchestrator's SIGKILL never has to be the thing that ends us.
+    setTimeout(() => {
+      console.error(`Keyward shutdown exceeded ${config.shutdownTimeoutMs} ms; exiting`)
+      process.exit(1)
+    }, config.shutdownTimeoutMs).unref()
     await node.stop()
     process.exit(0)
   })

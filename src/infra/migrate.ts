@@ -14,8 +14,13 @@ export function migrationFiles(): string[] {
 }
 
 export async function migrate(sql: Sql): Promise<string[]> {
-  await sql`create table if not exists schema_migrations (
-    version text primary key, applied_at timestamptz not null default now())`
+  // Under the lock too: `create table if not exists` is not safe against a concurrent twin (nodes of
+  // a fresh cluster starting at once fail with a duplicate pg_type row).
+  await sql.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(${LOCK_ID})`
+    await tx`create table if not exists schema_migrations (
+      version text primary key, applied_at timestamptz not null default now())`
+  })
   const applied: string[] = []
   for (const file of migrationFiles()) {
     await sql.begin(async (tx) => {
