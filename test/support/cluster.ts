@@ -1,0 +1,170 @@
+// Multi-node tests: real `bun src/main.ts` processes on a fresh Postgres database, the machine's NATS
+// and Redis (optionally each node behind its own TCP proxy, so a test can cut one node's connection).
+import { join } from 'node:path'
+import { ADMIN_TOKEN, SECRET_KEY, client, freshDatabase, type Client, type TestDb } from './harness'
+import { startTcpProxy, type TcpProxy } from './tcp-proxy'
+
+export const clusterMode = !!(process.env.DATABASE_URL && process.env.NATS_URL && process.env.REDIS_URL)
+
+const MAIN = join(import.meta.dir, '..', '..', 'src', 'main.ts')
+
+export interface NodeProcess {
+  url: string
+  call: Client
+  proc: Bun.Subprocess<'ignore', 'pipe', 'pipe'>
+  /** This node's own NATS / Redis proxies (when started with `proxies: true`). */
+  nats: TcpProxy | null
+  redis: TcpProxy | null
+  output(): string
+  /** SIGTERM (or `signal`) and wait for the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>
+}
+
+export interface Cluster {
+  db: TestDb
+  nodes: NodeProcess[]
+  call: Client
+  account(plan?: string): Promise<{ id: string; token: string }>
+  close(): Promise<void>
+}
+
+function hostPort(url: string, defaultPort: number) {
+  const u = new URL(url)
+  return { host: u.hostname, port: Number(u.port || defaultPort) }
+}
+
+/** Reads a child's stream into a bounded buffer (a full pipe would block the child) and finds its URL. */
+function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }, onLine: (line: string) => void) {
+  void (async () => {
+    const dec = new TextDecoder()
+    let partial = ''
+    for await (const chunk of stream) {
+      const text = dec.decode(chunk, { stream: true })
+      sink.text = (sink.text + text).slice(-20_000)
+      partial += text
+      const lines = partial.split('\n')
+      partial = lines.pop() ?? ''
+      for (const line of lines) onLine(line)
+    }
+  })().catch(() => {})
+}
+
+export async function startNodeProcess(
+  dbUrl: string,
+  opts: { env?: Record<string, string>; proxies?: boolean; timeoutMs?: number } = {},
+): Promise<NodeProcess> {
+  let nats: TcpProxy | null = null
+  let redis: TcpProxy | null = null
+  let natsUrl = process.env.NATS_URL!
+  let redisUrl = process.env.REDIS_URL!
+  if (opts.proxies) {
+    const n = hostPort(natsUrl, 4222)
+    const r = hostPort(redisUrl, 6379)
+    nats = await startTcpProxy(n.host, n.port)
+    redis = await startTcpProxy(r.host, r.port)
+    natsUrl = nats.url('nats')
+    redisUrl = redis.url('redis')
+  }
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    HOME: process.env.HOME ?? '/tmp',
+    DATABASE_URL: dbUrl,
+    NATS_URL: natsUrl,
+    REDIS_URL: redisUrl,
+    SECRET_KEY,
+    ADMIN_TOKEN,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
+    DEMO_ACCOUNT: 'false',
+    ...opts.env,
+  }
+  const proc = Bun.spawn([process.execPath, MAIN], { env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  const out = { text: '' }
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`node did not start in time:\n${out.text}`)), opts.timeoutMs ?? 30_000)
+    const onLine = (line: string) => {
+      const m = /Keyward listening on (http:\/\/\S+)/.exec(line)
+      if (m) {
+        clearTimeout(timer)
+        resolve(m[1]!)
+      }
+    }
+    collect(proc.stdout, out, onLine)
+    collect(proc.stderr, out, () => {})
+    proc.exited.then((code) => {
+      clearTimeout(timer)
+      reject(new Error(`node exited (${code}) before listening:\n${out.text}`))
+    })
+  })
+  let stopped: Promise<number | null> | null = null
+  return {
+    url,
+    call: client(url),
+    proc,
+    nats,
+    redis,
+    output: () => out.text,
+    stop(signal = 'SIGTERM') {
+      stopped ??= (async () => {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill(signal)
+        const killer = setTimeout(() => proc.kill('SIGKILL'), 20_000)
+        const code = await proc.exited
+        clearTimeout(killer)
+        nats?.close()
+        redis?.close()
+        return code
+      })()
+      return stopped
+    },
+  }
+}
+
+/** `n` nodes on one fresh database. The first starts alone (it applies the migrations). */
+export async function startCluster(n: number, opts: { env?: Record<string, string>; proxies?: boolean } = {}): Promise<Cluster> {
+  const db = await freshDatabase()
+  const nodes: NodeProcess[] = []
+  try {
+    nodes.push(await startNodeProcess(db.url!, opts))
+    nodes.push(...(await Promise.all(Array.from({ length: n - 1 }, () => startNodeProcess(db.url!, opts)))))
+  } catch (err) {
+    await Promise.all(nodes.map((node) => node.stop('SIGKILL')))
+    await db.drop()
+    throw err
+  }
+  // Every node has heard every other's heartbeat before a test relies on acks.
+  await Bun.sleep(600)
+  const call = nodes[0]!.call
+  return {
+    db,
+    nodes,
+    call,
+    async account(plan = 'growth') {
+      const res = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: `Cluster ${plan}`, plan } })
+      if (res.status !== 201) throw new Error(`account creation failed: ${res.status} ${JSON.stringify(res.body)}`)
+      return { id: res.body.account.id, token: res.body.api_key.token }
+    },
+    async close() {
+      await Promise.all(nodes.map((node) => node.stop()))
+      await db.drop()
+    },
+  }
+}
+
+export const fingerprint = (i: number, salt = Math.random().toString(16).slice(2, 10)) =>
+  (salt + i.toString(16).padStart(8, '0')).padEnd(64, '0').slice(0, 64)
+
+/** Runs `fn` over `items` with at most `limit` in flight. */
+export async function pool<T, R>(items: T[], limit: number, fn: (item: T, i: number) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length)
+  let next = 0
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++
+        results[i] = await fn(items[i]!, i)
+      }
+    }),
+  )
+  return results
+}
