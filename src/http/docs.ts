@@ -9,12 +9,19 @@ import { Elysia } from 'elysia'
 type Json = Record<string, any>
 type RouteLike = { method: string; path: string; hooks?: { body?: unknown } }
 
-/** `/v1/keys/:id/` → `/v1/keys/{id}`: the plugin's path form (without the trailing slash it keeps). */
-const docPath = (path: string) => path.replace(/:([^/]+)/g, '{$1}')
+/** `/v1/keys/:id/` → `/v1/keys/{id}`: the contract's path form (routing accepts both slash forms). */
+const docPath = (path: string) => path.replace(/:([^/]+)/g, '{$1}').replace(/(.)\/$/, '$1')
 
 export function fixDocument(doc: Json, routes: readonly RouteLike[]): Json {
   const bodies = new Map<string, unknown>()
   for (const r of routes) if (r.hooks?.body) bodies.set(`${r.method.toLowerCase()} ${docPath(r.path)}`, r.hooks.body)
+  // A module mounting `'/'` under a prefix gets `/v1/things/` in the document; the contract says `/v1/things`.
+  for (const path of Object.keys(doc.paths ?? {})) {
+    if (docPath(path) !== path) {
+      doc.paths[docPath(path)] = { ...doc.paths[path], ...doc.paths[docPath(path)] }
+      delete doc.paths[path]
+    }
+  }
   for (const [path, ops] of Object.entries<Json>(doc.paths ?? {})) {
     for (const [method, op] of Object.entries<Json>(ops)) {
       if (op.requestBody) {

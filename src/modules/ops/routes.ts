@@ -33,6 +33,9 @@ export function opsRoutes(deps: Deps) {
       '/metrics',
       async () =>
         new Response(await registry.metrics(), { headers: { 'content-type': registry.contentType } }),
-      { detail: { summary: 'Prometheus metrics (text exposition format)' } },
+      {
+        response: { 200: t.String({ description: 'Prometheus text exposition format' }) },
+        detail: { summary: 'Prometheus metrics (text exposition format)' },
+      },
     )
 }
