@@ -1,0 +1,117 @@
+// SSRF protection with the default WEBHOOK_ALLOW_PRIVATE_URLS=false: refused at creation (400) and at
+// delivery (a failed attempt; the receiver never hears from us).
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { isPublicAddress, resolveTarget } from '../../src/modules/webhooks/ssrf'
+import { newProduct, startHarness, type Harness } from '../support/harness'
+import { eventually, startReceiver, type Receiver } from './receiver'
+
+let h: Harness
+let rx: Receiver
+beforeAll(async () => {
+  h = await startHarness({ WEBHOOK_RETRY_DELAYS_MS: '60000', WEBHOOK_TIMEOUT_MS: '3000' })
+  rx = startReceiver()
+}, 60_000)
+afterAll(async () => {
+  await h.close()
+  await rx.stop()
+})
+
+const PRIVATE_URLS = [
+  'http://127.0.0.1/',
+  'http://127.8.9.10:8080/hook',
+  'http://localhost/',
+  'http://LOCALHOST:3000/',
+  'http://10.0.0.5/',
+  'http://172.16.3.4/',
+  'http://192.168.1.1/',
+  'http://100.64.0.1/',
+  'http://169.254.169.254/latest/meta-data/',
+  'http://0.0.0.0/',
+  'http://2130706433/', // 127.0.0.1 as one decimal number
+  'http://0x7f.1/', // 127.0.0.1 in hex shorthand
+  'http://224.0.0.1/',
+  'http://255.255.255.255/',
+  'http://[::1]/',
+  'http://[::]/',
+  'http://[::ffff:127.0.0.1]/',
+  'http://[::ffff:a00:1]/',
+  'http://[fd12:3456::1]/',
+  'http://[fe80::1]/',
+  'http://[ff02::1]/',
+  'https://127.0.0.1:8443/',
+]
+
+test('creation refuses targets that are loopback, private, link-local, multicast or reserved', async () => {
+  const { token } = await h.account('growth')
+  for (const url of PRIVATE_URLS) {
+    const res = await h.call('POST', '/v1/webhooks', { token, body: { url, events: ['key.created'] } })
+    expect(res.status, url).toBe(400)
+    expect(res.body.code).toBe('invalid_request')
+    expect(res.body.errors).toEqual([{ field: 'body.url', message: expect.stringContaining('address') }])
+  }
+  for (const url of ['ftp://example.com/', 'file:///etc/passwd', 'data:text/plain,hi', 'ws://example.com/']) {
+    const res = await h.call('POST', '/v1/webhooks', { token, body: { url, events: ['key.created'] } })
+    expect(res.status, url).toBe(400)
+    expect(res.body.errors[0].message).toContain('http')
+  }
+  expect((await h.call('GET', '/v1/webhooks', { token })).body.data).toEqual([])
+})
+
+test('a public IP literal is accepted; patching it to a private target is refused', async () => {
+  const { token } = await h.account('growth')
+  const created = await h.call('POST', '/v1/webhooks', { token, body: { url: 'https://93.184.215.14/hook', events: ['key.created'] } })
+  expect(created.status).toBe(201)
+  const patched = await h.call('PATCH', `/v1/webhooks/${created.body.id}`, { token, body: { url: 'http://localhost:3000/' } })
+  expect(patched.status).toBe(400)
+  expect(patched.body.errors[0].field).toBe('body.url')
+  const still = await h.call('GET', `/v1/webhooks/${created.body.id}`, { token })
+  expect(still.body.url).toBe('https://93.184.215.14/hook')
+})
+
+test('delivery to a target that became private is a failed attempt, and nothing is sent', async () => {
+  const { token } = await h.account('growth')
+  const created = await h.call('POST', '/v1/webhooks', { token, body: { url: 'https://93.184.215.14/hook', events: ['product.created'] } })
+  expect(created.status).toBe(201)
+  // As if its DNS now answered with a loopback address (rebinding): point it at the local receiver.
+  rx.expect('/ssrf', created.body.secret)
+  await h.node.deps.sql`update webhooks set url = ${rx.url('/ssrf')} where id = ${created.body.id}`
+
+  await newProduct(h.call, token)
+  const detail = await eventually(async () => {
+    const d = await h.call('GET', `/v1/webhooks/${created.body.id}`, { token })
+    return d.body.deliveries.length ? d.body : null
+  }, 10_000, 'the refused attempt')
+  expect(detail.deliveries[0]).toMatchObject({ attempt: 1, status_code: null, success: false, event_type: 'product.created' })
+  expect(detail.deliveries[0].error).toMatch(/^refused: url must not point to a loopback/)
+
+  const test = await h.call('POST', `/v1/webhooks/${created.body.id}/test`, { token })
+  expect(test.status).toBe(200)
+  expect(test.body.delivery).toMatchObject({ success: false, status_code: null })
+  expect(test.body.delivery.error).toMatch(/^refused/)
+  expect(rx.on('/ssrf')).toHaveLength(0)
+})
+
+describe('address classification', () => {
+  test('non-public addresses', () => {
+    for (const a of ['127.0.0.1', '10.255.255.255', '172.31.0.1', '192.168.0.1', '169.254.169.254', '100.127.255.255', '0.0.0.0',
+      '192.0.2.1', '198.18.0.1', '198.51.100.7', '203.0.113.9', '224.0.0.251', '239.255.255.250', '240.0.0.1', '255.255.255.255',
+      '::', '::1', '::ffff:127.0.0.1', '::ffff:10.1.2.3', 'fc00::1', 'fd00::1', 'fe80::1', 'fec0::1', 'ff02::1', '2001:db8::1',
+      '64:ff9b::7f00:1', '2002:7f00:1::', '100::1', 'not-an-ip', '']) {
+      expect(isPublicAddress(a), a).toBe(false)
+    }
+  })
+  test('public addresses', () => {
+    for (const a of ['1.1.1.1', '8.8.8.8', '93.184.215.14', '172.32.0.1', '100.128.0.1', '192.169.0.1', '2606:4700:4700::1111',
+      '2a00:1450:4001:80b::200e', '::ffff:8.8.8.8']) {
+      expect(isPublicAddress(a), a).toBe(true)
+    }
+  })
+  test('the checked address is the one delivery connects to', async () => {
+    const target = await resolveTarget('https://93.184.215.14:8443/a?b=1', false)
+    expect(target).toMatchObject({ ok: true, address: '93.184.215.14' })
+    expect(await resolveTarget('http://127.0.0.1/', true)).toMatchObject({ ok: true, address: null })
+    expect(await resolveTarget('http://127.0.0.1/', false)).toMatchObject({ ok: false })
+    const unresolvable = await resolveTarget('http://no-such-host.invalid/', false)
+    expect(unresolvable.ok).toBe(false)
+  })
+})
