@@ -1,6 +1,8 @@
 // Idempotency-Key on create routes: the first response is stored (24 h) and replayed for the same key
 // and body; a different body is 409. A key whose first request is still running is 409 too.
-import { sha256Hex } from '../infra/crypto'
+// A first response may hold a secret shown once (API token, key value): given the SECRET_KEY, the stored
+// copy is sealed, so the replay can show it again while a database dump cannot.
+import { open, seal, sha256Hex } from '../infra/crypto'
 import type { Sql } from '../infra/db'
 import { AppError, invalid } from './errors'
 
@@ -19,7 +21,9 @@ export async function idempotent(
   route: string,
   body: unknown,
   run: () => Promise<Outcome>,
+  secretKey?: Uint8Array,
 ): Promise<Outcome & { replayed: boolean }> {
+  const store = (response: unknown) => sql.json((secretKey ? { __sealed: seal(secretKey, JSON.stringify(response)) } : response) as never)
   if (idemKey === null || idemKey === undefined) return { ...(await run()), replayed: false }
   if (idemKey.length < 1 || idemKey.length > 255) throw invalid('header.idempotency-key', 'must be 1..255 characters')
   const requestHash = sha256Hex(`${route}\n${canonicalJson(body ?? null)}`)
@@ -40,7 +44,10 @@ export async function idempotent(
     if (prev.status_code === null) {
       throw new AppError('idempotency_key_reused', 'A request with this Idempotency-Key is still in progress')
     }
-    return { status: prev.status_code, body: prev.response, replayed: true }
+    const sealed = (prev.response as { __sealed?: string } | null)?.__sealed
+    if (sealed !== undefined && !secretKey) throw new Error('a sealed idempotent response needs the secret key')
+    const replayBody = sealed !== undefined ? JSON.parse(open(secretKey!, sealed).toString('utf8')) : prev.response
+    return { status: prev.status_code, body: replayBody, replayed: true }
   }
   let outcome: Outcome
   try {
@@ -48,7 +55,7 @@ export async function idempotent(
   } catch (err) {
     if (err instanceof AppError && err.status < 500) {
       outcome = { status: err.status, body: { __problem: { code: err.code, detail: err.detail, extra: err.extra } } }
-      await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${sql.json(outcome.body as never)}
+      await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${store(outcome.body)}
         where account_id = ${accountId} and idem_key = ${idemKey}`
     } else {
       // not a final answer: let the client retry with the same key
@@ -56,7 +63,7 @@ export async function idempotent(
     }
     throw err
   }
-  await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${sql.json(outcome.body as never)}
+  await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${store(outcome.body)}
     where account_id = ${accountId} and idem_key = ${idemKey}`
   return { ...outcome, replayed: false }
 }
@@ -86,11 +93,17 @@ export async function createOnce(
   accountId: string,
   route: string,
   run: () => Promise<unknown>,
+  options: { secretKey?: Uint8Array } = {},
 ): Promise<unknown> {
-  const outcome = await idempotent(sql, accountId, ctx.headers['idempotency-key'], route, ctx.body, async () => ({
-    status: 201,
-    body: await run(),
-  }))
+  const outcome = await idempotent(
+    sql,
+    accountId,
+    ctx.headers['idempotency-key'],
+    route,
+    ctx.body,
+    async () => ({ status: 201, body: await run() }),
+    options.secretKey,
+  )
   if (outcome.replayed) ctx.set.headers['idempotent-replayed'] = 'true'
   const refusal = storedProblem(outcome.body)
   if (refusal) throw refusal

@@ -19,6 +19,7 @@ export function apiKeyRoutes(deps: Deps) {
       (ctx) =>
         createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/api-keys', () =>
           service.createApiKey(deps.sql, ctx.principal.accountId, ctx.body),
+          { secretKey: deps.secretKey }, // the stored replay holds the token: sealed at rest
         ),
       {
         auth: 'full_access',

@@ -14,6 +14,7 @@ export function keyRoutes(deps: Deps) {
       (ctx) =>
         createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys', () =>
           service.createKey(deps, ctx.principal, ctx.body),
+          { secretKey: deps.secretKey }, // the stored replay holds the key value: sealed at rest
         ),
       {
         auth: 'keys:write',
