@@ -4,10 +4,10 @@
 --
 -- Hot rows: each counter is split into 8 shards (hash of the counted row's id), so concurrent new
 -- activations of one account/product/day, or concurrent key creations of one account, rarely wait
--- on the same row lock; readers sum at most 8 rows per group. Inserts and deletes use statement-level
--- triggers with transition tables (one aggregated upsert per statement, so bulk loads and cascading
--- deletes stay cheap); updates use row-level triggers whose WHEN clause filters out the common,
--- irrelevant updates (last_validated_at, metadata) before any function is called.
+-- on the same row lock; readers sum at most 8 rows per group. Triggers are statement-level with
+-- transition tables (one aggregated upsert per statement, so bulk loads, sweeper batches and cascading
+-- deletes stay cheap), except activation updates: a row-level trigger whose WHEN clause filters out
+-- the frequent, irrelevant ones (last_validated_at, deactivation) before any function is called.
 
 -- Keys per account: total and stored-active. The effective active count subtracts the (few, indexed)
 -- stored-active keys whose expires_at has passed but which the sweeper has not turned yet.
@@ -56,11 +56,23 @@ create function analytics_utc_day(at timestamptz) returns date
   language sql stable parallel safe
   as $$ select (at at time zone 'UTC')::date $$;
 
+-- Lock order. Every statement takes rollup row locks in key order (inserts sort their rows; decrements
+-- lock with `order by ... for update` first), so two multi-row statements cannot deadlock on them.
+-- Deletes (product deletion cascades, one statement per key) also take a per-account advisory lock, so
+-- two transactions that each decrement across several statements queue instead of deadlocking.
+create function analytics_lock_accounts(account_ids text[]) returns void language plpgsql as $$
+declare
+  a text;
+begin
+  foreach a in array coalesce((select array_agg(distinct x order by x) from unnest(account_ids) as x), '{}') loop
+    perform pg_advisory_xact_lock(7202612, hashtext(a));
+  end loop;
+end $$;
+
 -- Activations --------------------------------------------------------------------------------------
 
 create function analytics_activations_inserted() returns trigger language plpgsql as $$
 begin
-  -- order by the conflict key so two concurrent multi-row inserts lock rollup rows in the same order
   insert into analytics_daily_activations as d (account_id, day, product_id, shard, activations)
     select account_id, analytics_utc_day(activated_at), product_id, analytics_shard(id), count(*)
     from new_rows group by 1, 2, 3, 4 order by 1, 2, 3, 4
@@ -72,22 +84,31 @@ begin
   return null;
 end $$;
 
--- Decrements only update: the rows exist since the insert, and an account being deleted (cascade)
--- must not get rollup rows re-inserted.
+-- Decrements only update (never insert): the rows exist since the insert, and an account being
+-- deleted (cascade) must not get rollup rows re-inserted.
 create function analytics_activations_deleted() returns trigger language plpgsql as $$
 begin
+  perform analytics_lock_accounts(array(select distinct account_id from old_rows));
+  perform 1 from analytics_daily_activations d
+    where (d.account_id, d.day, d.product_id, d.shard) in
+      (select account_id, analytics_utc_day(activated_at), product_id, analytics_shard(id) from old_rows)
+    order by d.account_id, d.day, d.product_id, d.shard for update;
   update analytics_daily_activations d set activations = d.activations - o.n
     from (select account_id, analytics_utc_day(activated_at) as day, product_id, analytics_shard(id) as shard, count(*) as n
-          from old_rows group by 1, 2, 3, 4 order by 1, 2, 3, 4) o
+          from old_rows group by 1, 2, 3, 4) o
     where d.account_id = o.account_id and d.day = o.day and d.product_id = o.product_id and d.shard = o.shard;
+  perform 1 from analytics_country_activations c
+    where (c.account_id, c.country, c.shard) in (select account_id, analytics_country(country), analytics_shard(id) from old_rows)
+    order by c.account_id, c.country, c.shard for update;
   update analytics_country_activations c set activations = c.activations - o.n
     from (select account_id, analytics_country(country) as country, analytics_shard(id) as shard, count(*) as n
-          from old_rows group by 1, 2, 3 order by 1, 2, 3) o
+          from old_rows group by 1, 2, 3) o
     where c.account_id = o.account_id and c.country = o.country and c.shard = o.shard;
   return null;
 end $$;
 
--- No route changes these columns today; the trigger keeps the rollups right if one ever does.
+-- No route changes these columns; the trigger keeps the rollups right if one ever does (one row at a
+-- time: a bulk rewrite of activated_at should run while no activations are being created).
 create function analytics_activation_moved() returns trigger language plpgsql as $$
 begin
   update analytics_daily_activations set activations = activations - 1
@@ -108,6 +129,7 @@ create trigger analytics_activations_insert after insert on activations
   referencing new table as new_rows for each statement execute function analytics_activations_inserted();
 create trigger analytics_activations_delete after delete on activations
   referencing old table as old_rows for each statement execute function analytics_activations_deleted();
+-- Row-level with WHEN: the frequent last_validated_at/status updates never call a function.
 create trigger analytics_activations_update after update on activations for each row
   when (old.activated_at is distinct from new.activated_at or old.country is distinct from new.country
         or old.product_id is distinct from new.product_id or old.account_id is distinct from new.account_id)
@@ -124,33 +146,44 @@ begin
   return null;
 end $$;
 
-create function analytics_keys_deleted() returns trigger language plpgsql as $$
+-- Revoke, extend, the expiry sweeper's batches: only a change of stored status moves a count. The
+-- sweeper updates many keys in one statement, so the change is aggregated and applied in key order.
+create function analytics_keys_updated() returns trigger language plpgsql as $$
 begin
-  update analytics_key_counts k set total = k.total - o.total, active = k.active - o.active
-    from (select account_id, analytics_shard(id) as shard, count(*) as total, count(*) filter (where status = 'active') as active
-          from old_rows group by 1, 2 order by 1, 2) o
-    where k.account_id = o.account_id and k.shard = o.shard;
+  insert into analytics_key_counts as k (account_id, shard, total, active)
+    select account_id, shard, sum(total), sum(active) from (
+        select n.account_id, analytics_shard(n.id) as shard, 1 as total, (n.status = 'active')::int as active
+        from new_rows n join old_rows o on o.id = n.id
+        where o.status is distinct from n.status or o.account_id is distinct from n.account_id
+      union all
+        select o.account_id, analytics_shard(o.id), -1, -(o.status = 'active')::int
+        from new_rows n join old_rows o on o.id = n.id
+        where o.status is distinct from n.status or o.account_id is distinct from n.account_id
+    ) change
+    group by 1, 2 having sum(total) <> 0 or sum(active) <> 0 order by 1, 2
+    on conflict (account_id, shard) do update set total = k.total + excluded.total, active = k.active + excluded.active;
   return null;
 end $$;
 
--- Revoke, sweep, extend-after-expiry: only a change of stored status (or owner) moves a count.
-create function analytics_key_status_changed() returns trigger language plpgsql as $$
+create function analytics_keys_deleted() returns trigger language plpgsql as $$
 begin
-  update analytics_key_counts set total = total - 1, active = active - (old.status = 'active')::int
-    where account_id = old.account_id and shard = analytics_shard(old.id);
-  insert into analytics_key_counts as k (account_id, shard, total, active)
-    values (new.account_id, analytics_shard(new.id), 1, (new.status = 'active')::int)
-    on conflict (account_id, shard) do update set total = k.total + 1, active = k.active + excluded.active;
+  perform analytics_lock_accounts(array(select distinct account_id from old_rows));
+  perform 1 from analytics_key_counts k
+    where (k.account_id, k.shard) in (select account_id, analytics_shard(id) from old_rows)
+    order by k.account_id, k.shard for update;
+  update analytics_key_counts k set total = k.total - o.total, active = k.active - o.active
+    from (select account_id, analytics_shard(id) as shard, count(*) as total, count(*) filter (where status = 'active') as active
+          from old_rows group by 1, 2) o
+    where k.account_id = o.account_id and k.shard = o.shard;
   return null;
 end $$;
 
 create trigger analytics_keys_insert after insert on license_keys
   referencing new table as new_rows for each statement execute function analytics_keys_inserted();
+create trigger analytics_keys_update after update on license_keys
+  referencing old table as old_rows new table as new_rows for each statement execute function analytics_keys_updated();
 create trigger analytics_keys_delete after delete on license_keys
   referencing old table as old_rows for each statement execute function analytics_keys_deleted();
-create trigger analytics_keys_update after update on license_keys for each row
-  when (old.status is distinct from new.status or old.account_id is distinct from new.account_id)
-  execute function analytics_key_status_changed();
 
 -- Backfill from rows written before this migration. The triggers above already hold their tables'
 -- share row exclusive lock until this transaction commits, so no write can slip between the two.

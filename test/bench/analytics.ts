@@ -1,0 +1,207 @@
+// `bun run bench:analytics`: latency of the three analytics routes for one account holding 1,000,000
+// keys and 3,000,000 activations (90 days, 30 countries, 20 products), and what the rollup triggers
+// cost the new-device write path. Prints figures; asserts nothing (benchmarks are programs, not tests).
+//
+//   bun run bench:analytics                      real Postgres at postgres://postgres@127.0.0.1:5432/postgres
+//   DATABASE_URL=postgres://user@host:5432/db BENCH_KEYS=1000000 BENCH_ACTIVATIONS=3000000 bun run bench:analytics
+//
+// A fresh database is created for the run and dropped at the end. Seeding is plain
+// `insert ... select generate_series` (the same triggers count it as they count claimSlot's inserts).
+import postgres from 'postgres'
+import { loadConfig } from '../../src/config'
+import { createLogger } from '../../src/infra/log'
+import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
+import { createAccount } from '../../src/modules/accounts/service'
+import { startNode } from '../../src/node'
+
+const BASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
+const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
+const ACTIVATIONS = Number(process.env.BENCH_ACTIVATIONS ?? 3_000_000)
+const CALLS = Number(process.env.BENCH_CALLS ?? 25)
+const PRODUCTS = 20
+const WRITES = 400 // new-device transactions per write-path measurement
+const COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'CA', 'AU', 'NL', 'ES', 'IT', 'PL', 'SE', 'CH',
+  'KR', 'MX', 'TR', 'AT', 'BE', 'DK', 'NO', 'FI', 'IE', 'PT', 'CZ', 'RO', 'UA', 'ZA', 'AR']
+
+const ms = (t0: number) => performance.now() - t0
+const fmt = (v: number) => (v < 10 ? v.toFixed(2) : v.toFixed(1))
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(xs.length * 0.95) - 1)]
+
+async function step<T>(label: string, run: () => Promise<T>): Promise<T> {
+  const t0 = performance.now()
+  process.stdout.write(`  ${label} ... `)
+  const out = await run()
+  console.log(`${(ms(t0) / 1000).toFixed(1)} s`)
+  return out
+}
+
+const dbName = `keyward_bench_analytics_${Date.now().toString(36)}`
+const admin = postgres(BASE_URL, { max: 1, onnotice: () => {} })
+await admin.unsafe(`create database ${dbName}`)
+const url = new URL(BASE_URL)
+url.pathname = `/${dbName}`
+
+const config = loadConfig({
+  DATABASE_URL: url.toString(),
+  SECRET_KEY: 'cd'.repeat(32),
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'silent',
+  DEMO_ACCOUNT: 'false',
+  // keep the seeded "not yet swept" keys as they are: the overview must discount them itself
+  SWEEP_INTERVAL_MS: '3600000',
+})
+const node = await startNode(config, { log: createLogger('silent') })
+const sql = node.deps.sql
+// a separate connection for bulk work (session settings, long statements)
+const bulk = postgres(url.toString(), { max: 1, onnotice: () => {} })
+
+try {
+  console.log(`Analytics benchmark: ${KEYS.toLocaleString()} keys, ${ACTIVATIONS.toLocaleString()} activations, one account`)
+  console.log(`database ${dbName} (dropped at the end)\n\nSeeding:`)
+  const { account, api_key } = await createAccount(sql, { name: 'Bench', plan: 'growth' })
+  const acct = account.id
+  const other = await createAccount(sql, { name: 'Neighbour', plan: 'growth' })
+  await bulk`set synchronous_commit = off`
+  await bulk`set maintenance_work_mem = '256MB'`
+  await bulk`set work_mem = '64MB'`
+  await bulk`insert into products (id, account_id, name, slug)
+    select 'prod_' || lpad(p::text, 26, '0'), ${acct}, 'Product ' || p, 'product-' || p from generate_series(0, ${PRODUCTS - 1}) p`
+
+  // 70% perpetual, 25% expiring over the next year, 3% expired (swept), 2% revoked; one key in 2,000
+  // of the expiring ones is already past expires_at but not yet swept.
+  const chunk = 250_000
+  await step(`${KEYS.toLocaleString()} keys`, async () => {
+    for (let from = 0; from < KEYS; from += chunk) {
+      const to = Math.min(KEYS, from + chunk) - 1
+      await bulk`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, status,
+          activation_limit, expires_at, created_at, revoked_at)
+        select 'key_' || lpad(i::text, 26, '0'), ${acct}, 'prod_' || lpad((i % ${PRODUCTS})::text, 26, '0'),
+          md5('bench-key-' || i), 'ABCDE', 'pro',
+          case when i % 100 >= 98 then 'revoked' when i % 100 >= 95 then 'expired' else 'active' end,
+          6,
+          case when i % 100 < 70 then null
+               when i % 100 < 95 and i % 2000 = 71 then now() - interval '1 hour'
+               when i % 100 < 95 then now() + make_interval(hours => (i % 8760) + 1)
+               else now() - make_interval(days => (i % 300) + 1) end,
+          now() - make_interval(days => (i % 400)),
+          case when i % 100 >= 98 then now() - interval '1 day' end
+        from generate_series(${from}::int, ${to}::int) i`
+    }
+  })
+  // Activations: 3 per key on average, over the last 90 days (some today), 30 countries with a skew
+  // towards the first ones, 2% without a country, 20% since deactivated.
+  await step(`${ACTIVATIONS.toLocaleString()} activations`, async () => {
+    for (let from = 0; from < ACTIVATIONS; from += 2 * chunk) {
+      const to = Math.min(ACTIVATIONS, from + 2 * chunk) - 1
+      await bulk`insert into activations (id, account_id, key_id, product_id, device_fingerprint, country, status, activated_at)
+        select 'act_' || lpad(i::text, 26, '0'), ${acct}, 'key_' || lpad((i % ${KEYS})::text, 26, '0'),
+          'prod_' || lpad(((i % ${KEYS}) % ${PRODUCTS})::text, 26, '0'),
+          md5('fp-a-' || i) || md5('fp-b-' || i),
+          case when i % 50 = 0 then null else (${COUNTRIES}::text[])[1 + floor(30 * power(random(), 2))::int] end,
+          case when i % 5 = 0 then 'deactivated' else 'active' end,
+          now() - random() * interval '90 days'
+        from generate_series(${from}::int, ${to}::int) i`
+    }
+  })
+  await step('vacuum analyze', async () => {
+    for (const t of ['license_keys', 'activations', 'products', 'analytics_key_counts', 'analytics_daily_activations',
+      'analytics_country_activations']) await bulk.unsafe(`vacuum analyze ${t}`)
+  })
+  const [sizes] = await bulk`select
+    (select count(*)::int from analytics_daily_activations) as daily_rows,
+    (select count(*)::int from analytics_country_activations) as country_rows`
+  console.log(`  rollup rows: ${sizes.daily_rows} daily, ${sizes.country_rows} per country`)
+
+  // ---------------------------------------------------------------------------------------------
+  const token = api_key.token
+  const get = async (path: string) => {
+    const t0 = performance.now()
+    const res = await fetch(`${node.url}/v1/analytics/${path}`, { headers: { authorization: `Bearer ${token}` } })
+    const body = await res.json()
+    if (res.status !== 200) throw new Error(`${path}: ${res.status} ${JSON.stringify(body)}`)
+    return { t: ms(t0), body }
+  }
+  const product = `prod_${'0'.repeat(25)}7`
+  const routes = ['overview', 'activations', 'activations?range=30d', 'activations?range=90d',
+    `activations?range=90d&product_id=${product}`, 'geography']
+  console.log(`\nLatency over HTTP (node in this process, real Postgres; ${CALLS} calls each after 3 warm-ups):\n`)
+  console.log(`  ${'route'.padEnd(58)} median ms   p95 ms   min ms`)
+  const results: Record<string, unknown> = {}
+  for (const path of routes) {
+    for (let i = 0; i < 3; i++) results[path] = (await get(path)).body
+    const times: number[] = []
+    for (let i = 0; i < CALLS; i++) times.push((await get(path)).t)
+    const label = `GET /v1/analytics/${path.replace(product, 'prod_…7')}`
+    console.log(`  ${label.padEnd(58)} ${fmt(median(times)).padStart(9)} ${fmt(p95(times)).padStart(8)} ${fmt(Math.min(...times)).padStart(8)}`)
+  }
+  // Baseline in the same run: the cheapest authenticated route.
+  const pings: number[] = []
+  for (let i = 0; i < CALLS + 3; i++) {
+    const t0 = performance.now()
+    await (await fetch(`${node.url}/v1/ping`, { headers: { authorization: `Bearer ${token}` } })).json()
+    if (i >= 3) pings.push(ms(t0))
+  }
+  console.log(`  ${'GET /v1/ping (baseline, no query)'.padEnd(58)} ${fmt(median(pings)).padStart(9)} ${fmt(p95(pings)).padStart(8)} ${fmt(Math.min(...pings)).padStart(8)}`)
+  const overview = results.overview as Record<string, number>
+  const geography = results.geography as { country: string; activations: number }[]
+  console.log(`\n  overview: ${JSON.stringify(overview)}`)
+  console.log(`  geography: ${geography.length} countries, top ${geography.slice(0, 3).map((g) => `${g.country} ${g.activations}`).join(', ')}`)
+  const [check] = await bulk`select
+    (select count(*)::int from license_keys where account_id = ${acct}) as total_keys,
+    (select count(*)::int from activations where account_id = ${acct}) as total_activations,
+    (select count(*)::int from license_keys where account_id = ${acct} and status = 'active'
+       and (expires_at is null or expires_at > now())) as active_keys`
+  const same = check.total_keys === overview.total_keys && check.total_activations === overview.total_activations &&
+    check.active_keys === overview.active_keys
+  console.log(`  counted from the base tables: ${JSON.stringify(check)} → ${same ? 'equal' : 'DIFFERENT'}`)
+
+  // ---------------------------------------------------------------------------------------------
+  // The write path: the new-device transaction (lock key, count slots, insert activation + event) of
+  // the validate route, with the rollup triggers and with them disabled, one at a time and 8 at once
+  // on keys of the same account, product and day (the hot-row case).
+  console.log(`\nNew-device transactions (claimSlot, ${WRITES} each, keys of one account/product/day):\n`)
+  console.log('  rollup triggers   concurrency   median ms   tx/s')
+  const neighbourProduct = `prod_W${'0'.repeat(25)}`
+  await bulk`insert into products (id, account_id, name, slug) values (${neighbourProduct}, ${other.account.id}, 'W', 'w')`
+  let serial = 0
+  const freshKeys = async (n: number) => {
+    serial += n
+    return (await bulk`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit)
+      select 'key_W' || lpad((i + ${serial})::text, 25, '0'), ${other.account.id}, ${neighbourProduct},
+        md5('bench-w-' || (i + ${serial})), 'ABCDE', 5
+      from generate_series(1, ${n}) i returning id`).map((r) => r.id as string)
+  }
+  const newDevice = async (keyId: string) => {
+    const t0 = performance.now()
+    await sql.begin(async (tx) => {
+      const key = (await lockKeyForSlot(tx, other.account.id, { id: keyId }))!
+      const fingerprint = crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
+      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country: 'DE' })
+    })
+    return ms(t0)
+  }
+  for (const triggers of [true, false]) {
+    await bulk.unsafe(`alter table activations ${triggers ? 'enable' : 'disable'} trigger analytics_activations_insert`)
+    for (const concurrency of [1, 8]) {
+      const keys = await freshKeys(WRITES)
+      const times: number[] = []
+      const t0 = performance.now()
+      let next = 0
+      await Promise.all(
+        Array.from({ length: concurrency }, async () => {
+          while (next < keys.length) times.push(await newDevice(keys[next++]))
+        }),
+      )
+      const rate = WRITES / (ms(t0) / 1000)
+      console.log(`  ${(triggers ? 'on' : 'off').padEnd(17)} ${String(concurrency).padStart(11)} ${fmt(median(times)).padStart(11)} ${rate.toFixed(0).padStart(6)}`)
+    }
+  }
+  await bulk.unsafe('alter table activations enable trigger analytics_activations_insert')
+} finally {
+  await bulk.end()
+  await node.stop()
+  await admin.unsafe(`drop database if exists ${dbName} with (force)`)
+  await admin.end()
+}
