@@ -19,7 +19,8 @@ const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
 const ACTIVATIONS = Number(process.env.BENCH_ACTIVATIONS ?? 3_000_000)
 const CALLS = Number(process.env.BENCH_CALLS ?? 25)
 const PRODUCTS = 20
-const WRITES = 400 // new-device transactions per write-path measurement
+const WRITES = 400 // new-device transactions per write-path run
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'CA', 'AU', 'NL', 'ES', 'IT', 'PL', 'SE', 'CH',
   'KR', 'MX', 'TR', 'AT', 'BE', 'DK', 'NO', 'FI', 'IE', 'PT', 'CZ', 'RO', 'UA', 'ZA', 'AR']
 
@@ -161,42 +162,61 @@ try {
   // The write path: the new-device transaction (lock key, count slots, insert activation + event) of
   // the validate route, with the rollup triggers and with them disabled, one at a time and 8 at once
   // on keys of the same account, product and day (the hot-row case).
-  console.log(`\nNew-device transactions (claimSlot, ${WRITES} each, keys of one account/product/day):\n`)
-  console.log('  rollup triggers   concurrency   median ms   tx/s')
-  const neighbourProduct = `prod_W${'0'.repeat(25)}`
-  await bulk`insert into products (id, account_id, name, slug) values (${neighbourProduct}, ${other.account.id}, 'W', 'w')`
+  console.log(`\nNew-device transactions (claimSlot: lock key, count slots, insert activation + event; ${WRITES} per run,`)
+  console.log(`median of ${ROUNDS} interleaved rounds). "hot": 8 writers on one product and country of one account today,`)
+  console.log(`the rows they all update; "spread": each writer on its own product and country.\n`)
+  console.log('  rollup triggers   writers        median ms     tx/s')
+  const writerProducts = Array.from({ length: 8 }, (_, w) => `prod_W${String(w).padStart(25, '0')}`)
+  await bulk`insert into products (id, account_id, name, slug)
+    select p, ${other.account.id}, p, lower(p) from unnest(${writerProducts}::text[]) p`
   let serial = 0
-  const freshKeys = async (n: number) => {
+  const freshKeys = async (n: number, productOf: (i: number) => string) => {
+    const ids = Array.from({ length: n }, (_, i) => `key_W${String(serial + i).padStart(25, '0')}`)
+    const products = ids.map((_, i) => productOf(i))
     serial += n
-    return (await bulk`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit)
-      select 'key_W' || lpad((i + ${serial})::text, 25, '0'), ${other.account.id}, ${neighbourProduct},
-        md5('bench-w-' || (i + ${serial})), 'ABCDE', 5
-      from generate_series(1, ${n}) i returning id`).map((r) => r.id as string)
+    await bulk`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit)
+      select v.id, ${other.account.id}, v.p, md5('bench-w-' || v.id), 'ABCDE', 5
+      from unnest(${ids}::text[], ${products}::text[]) as v(id, p)`
+    return ids
   }
-  const newDevice = async (keyId: string) => {
+  const newDevice = async (keyId: string, country: string) => {
     const t0 = performance.now()
     await sql.begin(async (tx) => {
       const key = (await lockKeyForSlot(tx, other.account.id, { id: keyId }))!
       const fingerprint = crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
-      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country: 'DE' })
+      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country })
     })
     return ms(t0)
   }
-  for (const triggers of [true, false]) {
-    await bulk.unsafe(`alter table activations ${triggers ? 'enable' : 'disable'} trigger analytics_activations_insert`)
-    for (const concurrency of [1, 8]) {
-      const keys = await freshKeys(WRITES)
-      const times: number[] = []
-      const t0 = performance.now()
-      let next = 0
-      await Promise.all(
-        Array.from({ length: concurrency }, async () => {
-          while (next < keys.length) times.push(await newDevice(keys[next++]))
-        }),
-      )
-      const rate = WRITES / (ms(t0) / 1000)
-      console.log(`  ${(triggers ? 'on' : 'off').padEnd(17)} ${String(concurrency).padStart(11)} ${fmt(median(times)).padStart(11)} ${rate.toFixed(0).padStart(6)}`)
+  const cases = [
+    { name: '1', writers: 1, spread: false },
+    { name: '8 hot', writers: 8, spread: false },
+    { name: '8 spread', writers: 8, spread: true },
+  ]
+  const runs = new Map<string, { latency: number[]; rate: number[] }>()
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const triggers of [true, false]) {
+      await bulk.unsafe(`alter table activations ${triggers ? 'enable' : 'disable'} trigger analytics_activations_insert`)
+      for (const c of cases) {
+        // writer w takes keys w, w + writers, ...: with spread, all of product w, country w
+        const keys = await freshKeys(WRITES, (i) => writerProducts[c.spread ? i % c.writers : 0])
+        const times: number[] = []
+        const t0 = performance.now()
+        await Promise.all(
+          Array.from({ length: c.writers }, async (_, w) => {
+            for (let i = w; i < keys.length; i += c.writers) times.push(await newDevice(keys[i], COUNTRIES[c.spread ? w : 0]))
+          }),
+        )
+        const run = runs.get(`${triggers ? 'on' : 'off'}|${c.name}`) ?? { latency: [], rate: [] }
+        run.latency.push(median(times))
+        run.rate.push(WRITES / (ms(t0) / 1000))
+        runs.set(`${triggers ? 'on' : 'off'}|${c.name}`, run)
+      }
     }
+  }
+  for (const [label, run] of runs) {
+    const [triggers, writers] = label.split('|')
+    console.log(`  ${triggers.padEnd(17)} ${writers.padEnd(10)} ${fmt(median(run.latency)).padStart(11)} ${median(run.rate).toFixed(0).padStart(8)}`)
   }
   await bulk.unsafe('alter table activations enable trigger analytics_activations_insert')
 } finally {

@@ -6,6 +6,7 @@ import type { Principal } from '../api-keys/principals'
 import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry } from './model'
 import * as repo from './repo'
 
+/** Analytics are for paid plans. The routes check this before query validation; the service again. */
 export function requireAnalyticsPlan(who: Principal): void {
   if (!PLAN_LIMITS[who.plan].analytics) {
     throw new AppError('plan_upgrade_required', `Analytics are not part of the ${who.plan} plan; upgrade to use them`)
@@ -13,6 +14,7 @@ export function requireAnalyticsPlan(who: Principal): void {
 }
 
 export async function overview(deps: Deps, who: Principal): Promise<Overview> {
+  requireAnalyticsPlan(who)
   const [stored, apiCallsToday] = await Promise.all([
     repo.overview(deps.sql, who.accountId),
     deps.counters.today(who.accountId),
@@ -29,6 +31,7 @@ export async function activationTrend(
   who: Principal,
   query: { range?: Range; product_id?: string },
 ): Promise<TrendEntry[]> {
+  requireAnalyticsPlan(who)
   const productId = query.product_id ?? null
   if (productId !== null && !(isId('prod', productId) && (await repo.productExists(deps.sql, who.accountId, productId)))) {
     throw notFound('product', productId)
@@ -36,4 +39,7 @@ export async function activationTrend(
   return repo.trend(deps.sql, who.accountId, RANGES[query.range ?? '7d'], productId)
 }
 
-export const geography = (deps: Deps, who: Principal): Promise<CountryEntry[]> => repo.geography(deps.sql, who.accountId)
+export async function geography(deps: Deps, who: Principal): Promise<CountryEntry[]> {
+  requireAnalyticsPlan(who)
+  return repo.geography(deps.sql, who.accountId)
+}
