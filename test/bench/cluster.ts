@@ -1,0 +1,137 @@
+// `bun run bench:cluster`: cluster-mode figures, against the local Postgres, NATS and Redis.
+//  1. Invalidation propagation: in-process NatsBus x3 (publish → every member acked), and end to end
+//     over HTTP with three node processes (revoke on A, which returns once B and C dropped the key),
+//     against a single node without NATS as the baseline.
+//  2. Validate throughput with WORKERS=2 relative to WORKERS=1, same machine, same run (wrk when
+//     installed, else a Bun client).
+// A program, not a test: it prints figures and ratios and asserts nothing about time.
+import { mkdtempSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createLogger } from '../../src/infra/log'
+import { migrate } from '../../src/infra/migrate'
+import { NatsBus } from '../../src/infra/nats-bus'
+import { ADMIN_TOKEN, client, freshDatabase, newKey, newProduct } from '../support/harness'
+import { clusterMode, fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
+
+if (!clusterMode) {
+  console.error('bench:cluster needs DATABASE_URL, NATS_URL and REDIS_URL (the local services), e.g.\n' +
+    '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379 bun run bench:cluster')
+  process.exit(1)
+}
+
+const ROUNDS = Number(process.argv[2] ?? 300)
+const SECONDS = Number(process.argv[3] ?? 5)
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!
+const fmt = (xs: number[]) => `p50 ${pct(xs, 50).toFixed(2)} ms, p99 ${pct(xs, 99).toFixed(2)} ms, max ${Math.max(...xs).toFixed(2)} ms`
+
+const db = await freshDatabase()
+const cleanup: (() => Promise<unknown>)[] = [() => db.drop()]
+try {
+  // 1a. The bus alone: three buses in this process on the real NATS server.
+  {
+    const conn = await db.open()
+    await migrate(conn.sql)
+    const log = createLogger('silent')
+    const buses = await Promise.all([0, 1, 2].map(() => NatsBus.start({ url: process.env.NATS_URL!, sql: conn.sql, log })))
+    await Bun.sleep(700)
+    const times: number[] = []
+    for (let i = 0; i < ROUNDS; i++) {
+      const t0 = performance.now()
+      await buses[i % 3]!.publish({ kind: 'key', accountId: 'acct_bench', keyHash: `h${i}` })
+      times.push(performance.now() - t0)
+    }
+    console.log(`bus publish → acked by both other nodes (${ROUNDS} rounds, includes the change-sequence nextval): ${fmt(times)}`)
+    for (const b of buses) await b.close()
+    await conn.close()
+  }
+
+  // 1b. End to end: three node processes.
+  const nodes: NodeProcess[] = []
+  cleanup.unshift(() => Promise.all(nodes.map((n) => n.stop())))
+  nodes.push(await startNodeProcess(db.url!))
+  nodes.push(...(await Promise.all([1, 2].map(() => startNodeProcess(db.url!)))))
+  await Bun.sleep(700)
+  const admin = client(nodes[0]!.url)
+  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
+  const token: string = acct.body.api_key.token
+  const product = await newProduct(admin, token)
+  const n = Math.min(ROUNDS, 200)
+  const revokeRound = async (writer: NodeProcess, readers: NodeProcess[]) => {
+    const times: number[] = []
+    let stale = 0
+    for (let i = 0; i < n; i++) {
+      const key = await newKey(writer.call, token, product.id)
+      const body = { key: key.key_value, device_fingerprint: fingerprint(1, 'b') }
+      for (const node of [writer, ...readers]) await node.call('POST', '/v1/validate', { token, body })
+      const t0 = performance.now()
+      await writer.call('POST', `/v1/keys/${key.id}/revoke`, { token, body: {} })
+      times.push(performance.now() - t0)
+      for (const r of readers) if ((await r.call('POST', '/v1/validate', { token, body })).body.reason !== 'revoked') stale++
+    }
+    return { times, stale }
+  }
+  const clustered = await revokeRound(nodes[0]!, [nodes[1]!, nodes[2]!])
+  console.log(`revoke on A, 3 nodes (commit + invalidation acked by B and C), ${n} keys: ${fmt(clustered.times)}; ` +
+    `stale answers on B/C right after: ${clustered.stale}`)
+  await Promise.all(nodes.map((node) => node.stop()))
+  nodes.length = 0
+  // Baseline in the same run: one node with the in-process bus (nobody to wait for).
+  const single = await startNodeProcess(db.url!, { env: { NATS_URL: '' } })
+  nodes.push(single)
+  const alone = await revokeRound(single, [])
+  console.log(`revoke on a single node without NATS (baseline), ${n} keys: ${fmt(alone.times)}; ` +
+    `cluster cost at p50: ${(pct(clustered.times, 50) - pct(alone.times, 50)).toFixed(2)} ms`)
+  await single.stop()
+  nodes.length = 0
+
+  // 2. Throughput: WORKERS=1 then WORKERS=2 on the same database, port and key.
+  const key = await (async () => {
+    const node = await startNodeProcess(db.url!)
+    const k = await newKey(node.call, token, product.id)
+    await node.call('POST', '/v1/validate', { token, body: { key: k.key_value, device_fingerprint: fingerprint(1, 'c') } })
+    await node.stop()
+    return k
+  })()
+  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint(1, 'c') })
+  const hasWrk = Bun.spawnSync(['sh', '-c', 'command -v wrk']).exitCode === 0
+  const results: Record<string, number> = {}
+  for (const workers of [1, 2]) {
+    const node = await startNodeProcess(db.url!, { env: { WORKERS: String(workers), LOG_LEVEL: 'error' } })
+    nodes.push(node)
+    await Bun.sleep(workers > 1 ? 1500 : 300) // every worker listening
+    const url = `${node.url}/v1/validate`
+    results[workers] = hasWrk ? await wrk(url, token, body, SECONDS) : await bunLoad(url, token, body, SECONDS)
+    console.log(`validate, WORKERS=${workers}: ${results[workers]!.toFixed(0)} req/s (${hasWrk ? 'wrk -t2 -c50' : 'Bun client, 50 in flight'}, ${SECONDS} s)`)
+    await node.stop()
+    nodes.length = 0
+  }
+  console.log(`WORKERS=2 / WORKERS=1 throughput: ${(results[2]! / results[1]!).toFixed(2)}x (2 cores shared with the load generator, Postgres, NATS, Redis)`)
+} finally {
+  for (const f of cleanup) await f().catch(() => {})
+}
+
+async function wrk(url: string, token: string, body: string, seconds: number): Promise<number> {
+  const dir = mkdtempSync(join(tmpdir(), 'kw-bench-'))
+  const script = join(dir, 'validate.lua')
+  writeFileSync(script, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["Content-Type"] = "application/json"\nwrk.headers["Authorization"] = "Bearer ${token}"\n`)
+  const out = Bun.spawnSync(['wrk', '-t2', '-c50', `-d${seconds}s`, '-s', script, url]).stdout.toString()
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out)
+  if (non2xx) console.log(`  (warning: ${non2xx[1]} non-2xx answers)`)
+  return Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0)
+}
+
+async function bunLoad(url: string, token: string, body: string, seconds: number): Promise<number> {
+  const end = performance.now() + seconds * 1000
+  let done = 0
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` }
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (performance.now() < end) {
+        await (await fetch(url, { method: 'POST', headers, body })).arrayBuffer()
+        done++
+      }
+    }),
+  )
+  return done / seconds
+}
