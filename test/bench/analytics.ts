@@ -158,6 +158,17 @@ try {
     check.active_keys === overview.active_keys
   console.log(`  counted from the base tables: ${JSON.stringify(check)} → ${same ? 'equal' : 'DIFFERENT'}`)
 
+  // The only reads that touch the big tables: both walk the partial index, not the table.
+  for (const [what, cond] of [
+    ['not yet swept', bulk`expires_at <= now()`],
+    ['expiring_soon', bulk`expires_at > now() and expires_at <= now() + interval '7 days'`],
+  ] as const) {
+    const plan = await bulk`explain (analyze, costs off, timing off, summary off) select count(*) from license_keys
+      where account_id = ${acct} and status = 'active' and expires_at is not null and ${cond}`
+    const lines = plan.map((r) => String(r['QUERY PLAN']).trim()).filter((l) => /Scan|Heap Fetches/.test(l))
+    console.log(`  plan (${what}): ${lines.join('; ')}`)
+  }
+
   // ---------------------------------------------------------------------------------------------
   // The write path: the new-device transaction (lock key, count slots, insert activation + event) of
   // the validate route, with the rollup triggers and with them disabled, one at a time and 8 at once
