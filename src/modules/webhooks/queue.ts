@@ -97,47 +97,72 @@ export type Verdict =
   /** 410 Gone: the webhook is disabled and its other pending deliveries cancelled. */
   | { kind: 'gone' }
 
+export interface AttemptRecord {
+  job: Job
+  outcome: AttemptOutcome
+  verdict: Verdict
+}
+
 /**
- * Logs the attempt and moves the delivery on, in one statement. Guarded by the attempt count seen at
- * claim time: if another node took over (lease ran out) and logged first, this result is dropped.
- * Returns false when nothing was recorded (delivery deleted with its webhook, or taken over).
+ * Logs the attempt and moves the delivery on. Guarded by the attempt count seen at claim time: if
+ * another node took over (its lease ran out) and logged first, this result is dropped. Returns false
+ * when nothing was recorded (delivery deleted with its webhook, or taken over).
  */
-export async function recordAttempt(sql: Sql, job: Job, outcome: AttemptOutcome, verdict: Verdict): Promise<boolean> {
-  if (verdict.kind !== 'gone') return logAttempt(sql, job, outcome, verdict)
+export async function recordAttempt(sql: Sql, rec: AttemptRecord): Promise<boolean> {
+  if (rec.verdict.kind !== 'gone') return (await logAttempts(sql, [rec])).size > 0
   return sql.begin(async (tx) => {
-    if (!(await logAttempt(tx, job, outcome, verdict))) return false
-    await tx`update webhooks set is_active = false, updated_at = now() where id = ${job.webhookId}`
-    await cancelPending(tx, job.webhookId)
+    if ((await logAttempts(tx, [rec])).size === 0) return false
+    await tx`update webhooks set is_active = false, updated_at = now() where id = ${rec.job.webhookId}`
+    await cancelPending(tx, rec.job.webhookId)
     return true
   })
 }
 
-async function logAttempt(sql: Sql | Tx, job: Job, outcome: AttemptOutcome, verdict: Verdict): Promise<boolean> {
-  const attempt = job.attempts + 1
-  const status = verdict.kind === 'retry' ? 'pending' : verdict.kind === 'succeeded' ? 'succeeded' : 'failed'
-  const delaySecs = verdict.kind === 'retry' ? verdict.delayMs / 1000 : 0
+/**
+ * Logs many attempts (none of them 410s) in one statement: under load the worker batches whatever
+ * finished while the previous batch was being written. Returns the delivery ids that were recorded.
+ */
+export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise<Set<string>> {
+  const status = recs.map(({ verdict: v }) => (v.kind === 'retry' ? 'pending' : v.kind === 'succeeded' ? 'succeeded' : 'failed'))
   // A delivery cancelled meanwhile (its webhook was disabled) stays cancelled unless this attempt succeeded.
-  const rows = await sql`with d as (
-      update webhook_deliveries set
-        status = case when status = 'cancelled' and ${status}::text <> 'succeeded' then 'cancelled' else ${status}::text end,
-        attempts = ${attempt},
-        next_attempt_at = case when ${status}::text = 'pending' then now() + make_interval(secs => ${delaySecs}) else next_attempt_at end,
+  // Every column travels as text[] (postgres.js guesses array types from their first element) and is
+  // cast back here.
+  const text = (values: (string | number | boolean | null)[]) => values.map((v) => (v === null ? null : String(v)))
+  const rows = await sql<{ delivery_id: string }[]>`with input as (
+      select delivery_id::bigint, prev::int, status, delay_secs::float8, attempt_id, event_type, status_code::int,
+             success::bool, duration_ms::int, error
+      from unnest(
+        ${text(recs.map((r) => r.job.deliveryId))}::text[], ${text(recs.map((r) => r.job.attempts))}::text[], ${status}::text[],
+        ${text(recs.map((r) => (r.verdict.kind === 'retry' ? r.verdict.delayMs / 1000 : 0)))}::text[],
+        ${recs.map(() => newId('whd'))}::text[], ${recs.map((r) => r.job.eventType)}::text[],
+        ${text(recs.map((r) => r.outcome.statusCode))}::text[], ${text(recs.map((r) => r.outcome.success))}::text[],
+        ${text(recs.map((r) => r.outcome.durationMs))}::text[], ${text(recs.map((r) => r.outcome.error))}::text[]
+      ) as t(delivery_id, prev, status, delay_secs, attempt_id, event_type, status_code, success, duration_ms, error)
+    ), d as (
+      update webhook_deliveries w set
+        status = case when w.status = 'cancelled' and i.status <> 'succeeded' then 'cancelled' else i.status end,
+        attempts = i.prev + 1,
+        next_attempt_at = case when i.status = 'pending' then now() + make_interval(secs => i.delay_secs) else w.next_attempt_at end,
         updated_at = now()
-      where id = ${job.deliveryId} and attempts = ${job.attempts}
-      returning id, webhook_id, account_id, event_id
+      from input i
+      where w.id = i.delivery_id and w.attempts = i.prev
+      returning w.id, w.webhook_id, w.account_id, w.event_id
     )
     insert into webhook_attempts
       (id, webhook_id, delivery_id, account_id, event_id, event_type, attempt, status_code, success, duration_ms, error)
-    select ${newId('whd')}, d.webhook_id, d.id, d.account_id, d.event_id, ${job.eventType}, ${attempt}, ${outcome.statusCode},
-           ${outcome.success}, ${outcome.durationMs}, ${outcome.error}
-    from d returning 1`
-  return rows.length > 0
+    select i.attempt_id, d.webhook_id, d.id, d.account_id, d.event_id, i.event_type, i.prev + 1, i.status_code, i.success,
+           i.duration_ms, i.error
+    from d join input i on i.delivery_id = d.id
+    returning delivery_id`
+  return new Set(rows.map((r) => String(r.delivery_id)))
 }
 
 /** Makes claimed-but-unattempted deliveries due again at once (a node shutting down mid-attempt). */
 export async function releaseClaims(sql: Sql, jobs: Job[]): Promise<void> {
-  for (const job of jobs) {
-    await sql`update webhook_deliveries set next_attempt_at = now(), updated_at = now()
-      where id = ${job.deliveryId} and attempts = ${job.attempts} and status = 'pending'`
-  }
+  if (jobs.length === 0) return
+  const ids = jobs.map((j) => j.deliveryId)
+  const attempts = jobs.map((j) => String(j.attempts))
+  await sql`update webhook_deliveries w set next_attempt_at = now(), updated_at = now()
+    from unnest(${ids}::text[], ${attempts}::text[]) as j(id, attempts)
+    where w.id = j.id::bigint and w.attempts = j.attempts::int and w.status = 'pending'`
 }
