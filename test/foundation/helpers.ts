@@ -76,3 +76,11 @@ export async function secondNode(h: Harness, overrides: Record<string, string | 
   const node = await startNode(config, { db, log: createLogger('silent') })
   return { node, call: client(node.url), stop: () => node.stop() }
 }
+
+/** The environment of a plain embedded start: nothing external, whatever this test run was given. */
+export function embeddedEnv(extra: Record<string, string>): Record<string, string> {
+  const env: Record<string, string> = {}
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined) env[k] = v
+  for (const k of ['DATABASE_URL', 'NATS_URL', 'REDIS_URL', 'SECRET_KEY', 'WORKERS', 'ADMIN_TOKEN', 'DEMO_ACCOUNT', 'PORT', 'HOST', 'DATA_DIR']) delete env[k]
+  return { ...env, LOG_LEVEL: 'silent', HOST: '127.0.0.1', PORT: '0', ...extra }
+}

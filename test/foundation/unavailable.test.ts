@@ -1,0 +1,133 @@
+// Postgres unreachable: calls that need it answer 503 `unavailable` (a problem that leaks nothing),
+// /readyz says so, and the node recovers by itself once Postgres is back.
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import type { Socket, TCPSocketListener } from 'bun'
+import { connectPostgres } from '../../src/infra/db'
+import { createLogger } from '../../src/infra/log'
+import { startNode, type Node } from '../../src/node'
+import { ADMIN_TOKEN, client, freshDatabase, testConfig, type Client, type TestDb } from '../support/harness'
+import { expectProblem } from './helpers'
+
+setDefaultTimeout(60_000)
+
+let base: TestDb
+let proxy: Forwarder
+let node: Node
+let call: Client
+beforeAll(async () => {
+  base = await freshDatabase()
+  let host: string
+  let port: number
+  let database: string
+  if (base.url) {
+    const u = new URL(base.url)
+    ;[host, port, database] = [u.hostname, Number(u.port || 5432), u.pathname.slice(1)]
+  } else {
+    // embedded: take the PGlite socket's single connection slot for ourselves, through the proxy
+    const embedded = await base.open()
+    ;[host, port, database] = [String(embedded.sql.options.host[0]), Number(embedded.sql.options.port[0]), 'postgres']
+    await embedded.sql.end()
+  }
+  proxy = forwarder(host, port)
+  const direct = connectPostgres(`postgres://postgres@127.0.0.1:${proxy.port}/${database}`, base.url ? 4 : 1)
+  // PGlite serves one session, so no dedicated LISTEN connection there (workers fall back to polling)
+  const db = base.url ? direct : { ...direct, listen: async () => async () => {} }
+  node = await startNode(testConfig(), { db, log: createLogger('silent') })
+  call = client(node.url)
+}, 60_000)
+afterAll(async () => {
+  proxy.start()
+  await node.stop()
+  await node.deps.db.close()
+  proxy.stop()
+  await base.drop()
+})
+
+interface Forwarder {
+  port: number
+  /** Closes every connection and the listening socket: new connections are refused, as by a stopped server. */
+  stop(): void
+  start(): void
+}
+
+/** A TCP forwarder on a fixed port that can be switched off and on (Postgres "down" = connection refused). */
+function forwarder(targetHost: string, targetPort: number): Forwarder {
+  type Side = { peer: Socket<Side> | null; early: Uint8Array[] }
+  const sockets = new Set<Socket<Side>>()
+  const listen = (port: number): TCPSocketListener<Side> =>
+    Bun.listen<Side>({
+      hostname: '127.0.0.1',
+      port,
+      socket: {
+        open(client) {
+          client.data = { peer: null, early: [] }
+          sockets.add(client)
+          void Bun.connect<Side>({
+            hostname: targetHost,
+            port: targetPort,
+            data: { peer: client, early: [] },
+            socket: {
+              open(upstream) {
+                sockets.add(upstream)
+                client.data.peer = upstream
+                for (const chunk of client.data.early) upstream.write(chunk)
+              },
+              data: (upstream, chunk) => void upstream.data.peer?.write(chunk),
+              close: (upstream) => void (sockets.delete(upstream), upstream.data.peer?.end()),
+              error: (upstream) => void upstream.data.peer?.end(),
+            },
+          }).catch(() => client.end())
+        },
+        data: (client, chunk) => void (client.data.peer ? client.data.peer.write(chunk) : client.data.early.push(chunk.slice())),
+        close: (client) => void (sockets.delete(client), client.data.peer?.end()),
+        error: (client) => void client.data.peer?.end(),
+      },
+    })
+  let server: TCPSocketListener<Side> | null = listen(0)
+  const port = server.port
+  return {
+    port,
+    stop() {
+      server?.stop(true)
+      server = null
+      for (const s of sockets) s.end()
+      sockets.clear()
+    },
+    start() {
+      server ??= listen(port)
+    },
+  }
+}
+
+test('503 while Postgres is unreachable, then back to normal without a restart', async () => {
+  const created = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Outage', plan: 'growth' } })
+  const token = created.body.api_key.token
+  expect((await call('GET', '/v1/products', { token })).status).toBe(200)
+  expect((await call('GET', '/readyz')).body.postgres).toBe('ok')
+
+  proxy.stop()
+  // the API key is known to the node, so the call gets as far as needing Postgres
+  for (const [method, path, body] of [
+    ['GET', '/v1/products', undefined],
+    ['POST', '/v1/products', { name: 'x', slug: 'x' }],
+    ['GET', '/v1/keys', undefined],
+  ] as const) {
+    const res = await call(method, path, { token, body })
+    const problem = expectProblem(res, 503, 'unavailable')
+    expect(JSON.stringify(problem)).not.toMatch(/127\.0\.0\.1|ECONN|postgres|CONNECTION_/i)
+  }
+  const ready = await call('GET', '/readyz')
+  expect(ready.status).toBe(503)
+  expect(ready.body.postgres).toBe('down')
+  expect((await call('GET', '/healthz')).status).toBe(200)
+
+  proxy.start()
+  let res = await call('GET', '/v1/products', { token })
+  for (let i = 0; i < 50 && res.status !== 200; i++) {
+    await Bun.sleep(100)
+    res = await call('GET', '/v1/products', { token })
+  }
+  expect(res.status).toBe(200)
+  expect(res.body.data).toEqual([])
+  expect((await call('GET', '/readyz')).status).toBe(200)
+})
