@@ -1,5 +1,6 @@
 // Delivery end to end: a local receiver verifies every request with the `standardwebhooks` package.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { emit } from '../../src/modules/events/outbox'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { ALL_EVENTS, fingerprint, LOCAL_DELIVERY, newWebhook, without } from './helpers'
 import { eventually, startReceiver, type Receiver } from './receiver'
@@ -239,6 +240,38 @@ test('deleting a webhook drops its pending deliveries: nothing is signed with it
   await Bun.sleep(400)
   expect(rx.on(p)).toHaveLength(seen)
   expect((await h.call('GET', `/v1/webhooks/${wh.id}`, { token })).status).toBe(404)
+})
+
+test('disabling and deleting webhooks in the middle of a burst: no errors, nothing left pending', async () => {
+  const { id: accountId, token } = await h.account('growth')
+  const [p1, p2, p3] = [path(), path(), path()]
+  const disabled = await newWebhook(h.call, token, rx.url(p1), ['key.created'])
+  const deleted = await newWebhook(h.call, token, rx.url(p2), ['key.created'])
+  const kept = await newWebhook(h.call, token, rx.url(p3), ['key.created'])
+  rx.expect(p1, disabled.secret, 500)
+  rx.expect(p2, deleted.secret, 500)
+  rx.expect(p3, kept.secret)
+
+  const BURST = 200
+  await h.node.deps.sql.begin(async (tx) => {
+    for (let i = 0; i < BURST; i++) await emit(tx, accountId, 'key.created', { i })
+  })
+  await rx.waitFor(() => rx.on(p1).length > 0 && rx.on(p2).length > 0, 10_000)
+  const [off, del] = await Promise.all([
+    h.call('PATCH', `/v1/webhooks/${disabled.id}`, { token, body: { is_active: false } }),
+    h.call('DELETE', `/v1/webhooks/${deleted.id}`, { token }),
+  ])
+  expect(off.status).toBe(200)
+  expect(del.status).toBe(204)
+  expect(await queueOf(deleted.id)).toHaveLength(0)
+  expect((await queueOf(disabled.id)).filter((q) => q.status === 'pending')).toHaveLength(0)
+
+  await rx.waitFor(() => rx.on(p3).length >= BURST, 20_000, 'the kept webhook\'s burst')
+  expect(new Set(rx.on(p3).map((r) => r.payload!.id)).size).toBe(BURST)
+  expect(rx.on(p3).every((r) => r.error === null)).toBe(true)
+  const [seen1, seen2] = [rx.on(p1).length, rx.on(p2).length]
+  await Bun.sleep(300) // retry delays are 100 ms: nothing more may come
+  expect([rx.on(p1).length, rx.on(p2).length]).toEqual([seen1, seen2])
 })
 
 test('delivery outcomes are counted in /metrics', async () => {

@@ -30,9 +30,11 @@ type ClaimRow = {
 }
 
 /**
- * Claims up to `limit` due deliveries and signs them, in one transaction. The webhook rows are held
- * FOR KEY SHARE meanwhile, so a concurrent DELETE of a webhook waits for the claim: either its
- * deliveries are gone before the claim, or they were signed while it still existed.
+ * Claims up to `limit` due deliveries and signs them, in one transaction holding their row locks.
+ * Deleting a webhook deletes its delivery rows first (repo.deleteWebhook), so it waits for such a
+ * claim: either the rows are gone before the claim, or they were signed while the webhook existed.
+ * Only delivery rows are locked here, so this never waits on a webhook row (no lock-order deadlock
+ * with deletes, PATCHes or 410 handling, which lock the webhook first).
  */
 export async function claimDue(sql: Sql, secretKey: Uint8Array, limit: number, leaseMs: number): Promise<Job[]> {
   return sql.begin(async (tx) => {
@@ -44,8 +46,7 @@ export async function claimDue(sql: Sql, secretKey: Uint8Array, limit: number, l
       where d.status = 'pending' and d.next_attempt_at <= now()
       order by d.next_attempt_at, d.id
       limit ${limit}
-      for update of d skip locked
-      for key share of w`
+      for update of d skip locked`
     if (rows.length === 0) return []
     // A webhook deactivated while its event was being written may still have a pending row: cancel it.
     const inactive = rows.filter((r) => !r.is_active).map((r) => r.id)
@@ -111,10 +112,11 @@ export interface AttemptRecord {
 export async function recordAttempt(sql: Sql, rec: AttemptRecord): Promise<boolean> {
   if (rec.verdict.kind !== 'gone') return (await logAttempts(sql, [rec])).size > 0
   return sql.begin(async (tx) => {
-    if ((await logAttempts(tx, [rec])).size === 0) return false
+    // webhook row first, then delivery rows: the same lock order as PATCH and DELETE
     await tx`update webhooks set is_active = false, updated_at = now() where id = ${rec.job.webhookId}`
+    const recorded = (await logAttempts(tx, [rec])).size > 0
     await cancelPending(tx, rec.job.webhookId)
-    return true
+    return recorded
   })
 }
 
@@ -138,14 +140,17 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
         ${text(recs.map((r) => r.outcome.statusCode))}::text[], ${text(recs.map((r) => r.outcome.success))}::text[],
         ${text(recs.map((r) => r.outcome.durationMs))}::text[], ${text(recs.map((r) => r.outcome.error))}::text[]
       ) as t(delivery_id, prev, status, delay_secs, attempt_id, event_type, status_code, success, duration_ms, error)
+    ), locked as (
+      -- rows locked in id order, like cancelPending: concurrent multi-row writes cannot deadlock
+      select id from webhook_deliveries where id in (select delivery_id from input) order by id for update
     ), d as (
       update webhook_deliveries w set
         status = case when w.status = 'cancelled' and i.status <> 'succeeded' then 'cancelled' else i.status end,
         attempts = i.prev + 1,
         next_attempt_at = case when i.status = 'pending' then now() + make_interval(secs => i.delay_secs) else w.next_attempt_at end,
         updated_at = now()
-      from input i
-      where w.id = i.delivery_id and w.attempts = i.prev
+      from input i, locked l
+      where l.id = i.delivery_id and w.id = l.id and w.attempts = i.prev
       returning w.id, w.webhook_id, w.account_id, w.event_id
     )
     insert into webhook_attempts

@@ -54,8 +54,10 @@ export async function updateWebhook(
   id: string,
   patch: { url?: string; events?: EventType[]; isActive?: boolean },
 ): Promise<{ webhook: Webhook; wasActive: boolean } | null> {
+  // NO KEY UPDATE, not UPDATE: attempt logs insert rows referencing this webhook (a KEY SHARE lock)
+  // while holding delivery rows that cancelPending below waits for; FOR UPDATE would deadlock them.
   const [before] = await tx<{ is_active: boolean }[]>`select is_active from webhooks
-    where id = ${id} and account_id = ${accountId} for update`
+    where id = ${id} and account_id = ${accountId} for no key update`
   if (!before) return null
   const [row] = await tx<Row[]>`update webhooks set
       url = coalesce(${patch.url ?? null}, url),
@@ -71,14 +73,23 @@ export async function updateWebhook(
  * bring them back). Called when a webhook is disabled by PATCH or by a 410 answer.
  */
 export async function cancelPending(tx: Tx, webhookId: string): Promise<void> {
+  // rows locked in id order, like the attempt log's batches: concurrent multi-row writes cannot deadlock
   await tx`update webhook_deliveries set status = 'cancelled', updated_at = now()
-    where webhook_id = ${webhookId} and status = 'pending'`
+    where id in (select id from webhook_deliveries where webhook_id = ${webhookId} and status = 'pending' order by id for update)`
 }
 
-/** Deletes the webhook with its queue and log (cascade): nothing is signed with its secret afterwards. */
+/**
+ * Deletes the webhook with its queue and log: nothing is signed with its secret afterwards. The
+ * delivery rows go first, so a claim signing some of them right now is waited for (queue.claimDue);
+ * rows an event adds meanwhile go with the webhook row (cascade).
+ */
 export async function deleteWebhook(sql: Sql, accountId: string, id: string): Promise<boolean> {
-  const rows = await sql`delete from webhooks where id = ${id} and account_id = ${accountId} returning id`
-  return rows.length > 0
+  return sql.begin(async (tx) => {
+    await tx`delete from webhook_deliveries where id in (select id from webhook_deliveries
+      where webhook_id = ${id} and account_id = ${accountId} order by id for update)`
+    const rows = await tx`delete from webhooks where id = ${id} and account_id = ${accountId} returning id`
+    return rows.length > 0
+  })
 }
 
 type AttemptRow = {

@@ -52,7 +52,9 @@ class AttemptRecorder {
     if (this.writing || this.waiting.length === 0) return
     this.writing = true
     const batch = this.waiting.splice(0, 500)
-    logAttempts(this.sql, batch.map((b) => b.rec))
+    const recs = batch.map((b) => b.rec)
+    logAttempts(this.sql, recs)
+      .catch(() => this.oneByOne(recs)) // one bad row must not sink the others
       .then(
         (recorded) => batch.forEach((b) => b.done(recorded.has(b.rec.job.deliveryId))),
         (err) => batch.forEach((b) => b.fail(err)),
@@ -61,6 +63,15 @@ class AttemptRecorder {
         this.writing = false
         this.write()
       })
+  }
+
+  private async oneByOne(recs: AttemptRecord[]): Promise<Set<string>> {
+    const recorded = new Set<string>()
+    for (const rec of recs) {
+      const done = await logAttempts(this.sql, [rec]).catch(() => new Set<string>())
+      if (done.size) recorded.add(rec.job.deliveryId)
+    }
+    return recorded
   }
 }
 
