@@ -13,6 +13,8 @@ import { resolveSecretKey } from './infra/secret-key'
 import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
+import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
+import { validationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
 export interface Node {
@@ -49,7 +51,7 @@ export async function buildDeps(config: Config, db: Db, log: Logger): Promise<De
   // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
   const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log }) : new LocalBus()
   const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log }) : new MemoryCounters()
-  const principals = new Principals(db.sql, bus, config.cacheTtlMs)
+  const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }
 }
 
@@ -68,9 +70,12 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
   const app = createApp(deps)
   app.listen({ port: options.port ?? config.port, hostname: config.host, reusePort: config.workers > 1 })
   const server = app.server!
+  const validation = validationEngine(deps)
   const jobs = [
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
+    every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
+    every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
   ]
   const webhookWorker = await startDeliveryWorker(deps)
 
@@ -87,6 +92,9 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await webhookWorker.stop(config.shutdownTimeoutMs / 2) // attempts in flight finish (or resume elsewhere)
         await deps.principals.flush().catch(() => {})
         deps.principals.close()
+        // repeat validations batched in memory reach Postgres before the connection closes
+        await validation.flush().catch((err) => log.warn({ err: String(err) }, 'last-seen flush at shutdown failed'))
+        validation.close()
         await deps.counters.flush().catch(() => {})
         await deps.counters.close()
         await deps.bus.close()

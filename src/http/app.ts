@@ -8,12 +8,15 @@ import { keyRoutes } from '../modules/keys/routes'
 import { productRoutes } from '../modules/products/routes'
 import { offlineRoutes } from '../modules/offline/routes'
 import { opsRoutes } from '../modules/ops/routes'
+import { validationRoutes, validationServeRoutes } from '../modules/validation/routes'
 import { webhookRoutes } from '../modules/webhooks/routes'
 import { docs } from './docs'
 import { kernel } from './kernel'
 
 export function createApp(deps: Deps) {
-  return new Elysia({ name: 'keyward' })
+  // POST /v1/validate is served by Bun's router straight into the validation engine (see
+  // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
+  return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps) } as never })
     .use(kernel(deps.log))
     .use(docs())
     .use(opsRoutes(deps))
@@ -21,6 +24,7 @@ export function createApp(deps: Deps) {
     .use(apiKeyRoutes(deps))
     .use(productRoutes(deps))
     .use(keyRoutes(deps))
+    .use(validationRoutes(deps))
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps))
     .use(webhookRoutes(deps))

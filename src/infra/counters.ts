@@ -27,16 +27,26 @@ export function secondsToUtcMidnight(now = Date.now()): number {
   return Math.max(1, Math.ceil((midnight - now) / 1000))
 }
 
+function nextUtcMidnight(now: number): number {
+  const d = new Date(now)
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
+}
+
 export class MemoryCounters implements Counters {
   private day = utcDay()
+  /** When the current UTC day ends: a number compare per call instead of formatting a date. */
+  private dayEnds = nextUtcMidnight(Date.now())
   private counts = new Map<string, number>()
 
   private roll() {
-    const d = utcDay()
+    const now = Date.now()
+    if (now < this.dayEnds) return
+    const d = utcDay(now)
     if (d !== this.day) {
       this.day = d
       this.counts.clear()
     }
+    this.dayEnds = nextUtcMidnight(now)
   }
 
   take(accountId: string, limit: number | null): boolean {

@@ -1,5 +1,5 @@
 // Identifiers, secrets and their at-rest forms. Nothing here logs or stores a plaintext secret.
-import { createCipheriv, createDecipheriv, createHash, randomBytes, randomFillSync } from 'node:crypto'
+import { createCipheriv, createDecipheriv, hash, randomBytes, randomFillSync } from 'node:crypto'
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
@@ -54,7 +54,8 @@ export const isId = (prefix: IdPrefix, id: string) => id.startsWith(`${prefix}_`
 export const newApiToken = () => `kw_${randomChars(ALNUM, 32)}`
 export const API_TOKEN_RE = /^kw_[A-Za-z0-9]{32}$/
 
-export const sha256Hex = (text: string) => createHash('sha256').update(text).digest('hex')
+// One-shot digest: about half the cost of createHash().update().digest(), and it runs twice per validate.
+export const sha256Hex = (text: string) => hash('sha256', text, 'hex')
 
 /** License key value: 25 Crockford base32 chars (125 random bits) in five groups of five. */
 export function newKeyValue(): string {

@@ -2,7 +2,7 @@
 // when the API key is deleted or rotated, or the account's plan changes. last_used_at is batched.
 import type { Bus } from '../../infra/bus'
 import { API_TOKEN_RE, sha256Hex } from '../../infra/crypto'
-import type { Sql } from '../../infra/db'
+import { isConnectionError, type Sql } from '../../infra/db'
 import type { Plan } from '../accounts/plans'
 import { findPrincipal, touchApiKeys } from './repo'
 import type { Scope } from './scopes'
@@ -15,29 +15,38 @@ export interface Principal {
   tokenHash: string
 }
 
-type Entry = { principal: Principal; expiresAt: number }
+type Entry = { principal: Principal; loadedAt: number }
+type Flight = { promise: Promise<Principal | null>; cancelled: boolean }
 
 export const hashToken = (token: string) => sha256Hex(`api-token:${token}`)
 
+/**
+ * Freshness follows the key hot state (validation/hot-state.ts): an entry is trusted for `ttlMs`, or
+ * only `degradedTtlMs` while the bus is down (an API-key revocation may have been missed); past that
+ * it is re-read, and while Postgres is unreachable the last known entry keeps answering. A cached
+ * caller is answered synchronously (no promise): this runs on every validate call.
+ */
 export class Principals {
   private byHash = new Map<string, Entry>()
-  private lastUsed = new Map<string, Date>()
+  private inflight = new Map<string, Flight>()
+  private lastUsed = new Map<string, number>()
   private unsubscribe: () => void
 
   constructor(
     private sql: Sql,
-    bus: Bus,
+    private bus: Bus,
     private ttlMs: number,
+    private degradedTtlMs = ttlMs,
   ) {
     this.unsubscribe = bus.subscribe((msg) => {
-      if (msg.kind === 'api_key') this.byHash.delete(msg.tokenHash)
+      if (msg.kind === 'api_key') this.forget(msg.tokenHash)
       else if (msg.kind === 'account') this.dropAccount(msg.accountId)
-      else if (msg.kind === 'resync') this.byHash.clear()
+      else if (msg.kind === 'resync') this.clear()
     })
   }
 
   /** The principal for an `Authorization` header value, or null (unknown, malformed, revoked). */
-  async authenticate(header: string | null | undefined): Promise<Principal | null> {
+  authenticate(header: string | null | undefined): Principal | null | Promise<Principal | null> {
     // The auth scheme is case-insensitive (RFC 9110 §11.1); the token itself is not.
     const match = header ? /^bearer +(\S+) *$/i.exec(header) : null
     if (!match) return null
@@ -45,29 +54,68 @@ export class Principals {
     if (!API_TOKEN_RE.test(token)) return null
     const tokenHash = hashToken(token)
     const now = Date.now()
-    let entry = this.byHash.get(tokenHash)
-    if (!entry || entry.expiresAt <= now) {
-      const row = await findPrincipal(this.sql, tokenHash)
-      if (!row) {
-        this.byHash.delete(tokenHash)
-        return null
-      }
-      const principal: Principal = {
-        apiKeyId: row.api_key_id,
-        accountId: row.account_id,
-        scope: row.scope,
-        plan: row.plan as Plan,
-        tokenHash,
-      }
-      entry = { principal, expiresAt: now + this.ttlMs }
-      this.byHash.set(tokenHash, entry)
+    const entry = this.byHash.get(tokenHash)
+    const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
+    if (entry && now - entry.loadedAt < maxAge) {
+      this.lastUsed.set(entry.principal.apiKeyId, now)
+      return entry.principal
     }
-    this.lastUsed.set(entry.principal.apiKeyId, new Date(now))
-    return entry.principal
+    return this.load(tokenHash, now)
+  }
+
+  private async load(tokenHash: string, now: number): Promise<Principal | null> {
+    let flight = this.inflight.get(tokenHash)
+    if (!flight) {
+      const f: Flight = { promise: null as never, cancelled: false }
+      f.promise = findPrincipal(this.sql, tokenHash)
+        .then((row) => {
+          const principal: Principal | null = row
+            ? { apiKeyId: row.api_key_id, accountId: row.account_id, scope: row.scope, plan: row.plan as Plan, tokenHash }
+            : null
+          // A revocation that arrived while this read was in flight wins: do not store what it read.
+          if (!f.cancelled) {
+            if (principal) this.byHash.set(tokenHash, { principal, loadedAt: now })
+            else this.byHash.delete(tokenHash)
+          }
+          return principal
+        })
+        .finally(() => {
+          if (this.inflight.get(tokenHash) === f) this.inflight.delete(tokenHash)
+        })
+      this.inflight.set(tokenHash, f)
+      flight = f
+    }
+    let principal: Principal | null
+    try {
+      principal = await flight.promise
+    } catch (err) {
+      // Postgres unreachable: a caller we knew keeps working (validation keeps answering in an outage).
+      const stale = this.byHash.get(tokenHash)
+      if (!stale || !isConnectionError(err)) throw err
+      principal = stale.principal
+    }
+    if (principal) this.lastUsed.set(principal.apiKeyId, now)
+    return principal
+  }
+
+  private forget(tokenHash: string) {
+    this.byHash.delete(tokenHash)
+    const flight = this.inflight.get(tokenHash)
+    if (flight) {
+      flight.cancelled = true
+      this.inflight.delete(tokenHash)
+    }
+  }
+
+  private clear() {
+    this.byHash.clear()
+    for (const flight of this.inflight.values()) flight.cancelled = true
+    this.inflight.clear()
   }
 
   dropAccount(accountId: string) {
     for (const [hash, e] of this.byHash) if (e.principal.accountId === accountId) this.byHash.delete(hash)
+    for (const flight of this.inflight.values()) flight.cancelled = true // may carry the old plan
   }
 
   /** Writes the batched last_used_at times; called on a timer and at shutdown. */
@@ -76,7 +124,7 @@ export class Principals {
     const batch = this.lastUsed
     this.lastUsed = new Map()
     try {
-      await touchApiKeys(this.sql, batch)
+      await touchApiKeys(this.sql, new Map([...batch].map(([id, at]) => [id, new Date(at)])))
     } catch (err) {
       for (const [id, t] of batch) if (!this.lastUsed.has(id)) this.lastUsed.set(id, t)
       throw err

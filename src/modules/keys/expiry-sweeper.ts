@@ -1,0 +1,34 @@
+// Expiry sweeper: flips the stored status of keys past expires_at to 'expired' and writes key.expired
+// in the same transaction. Exactly once with any number of nodes sweeping: rows are claimed with
+// `for update skip locked` and the update only matches keys still stored as 'active', so a key is
+// flipped (and its event written) by exactly one transaction.
+//
+// No invalidation is published: every answer already treats a key past expires_at as expired (the
+// hot state compares expires_at itself), so the flip changes no answer anywhere.
+import type { Sql } from '../../infra/db'
+import { emit } from '../events/outbox'
+import { keyColumns, toKey } from './repo'
+
+const BATCH = 500
+
+/** One pass: sweeps every due key in batches; returns how many keys this call expired. */
+export async function sweepExpiredKeys(sql: Sql, batch = BATCH): Promise<number> {
+  let total = 0
+  for (;;) {
+    const n = await sql.begin(async (tx) => {
+      const flipped = await tx<{ id: string }[]>`with due as (
+          select id from license_keys where status = 'active' and expires_at <= now()
+          order by expires_at limit ${batch} for update skip locked)
+        update license_keys k set status = 'expired', updated_at = now()
+        from due where k.id = due.id and k.status = 'active'
+        returning k.id`
+      if (flipped.length === 0) return 0
+      const rows = await tx`select ${keyColumns(tx)}, k.account_id from license_keys k
+        where k.id in ${tx(flipped.map((r) => r.id))} order by k.expires_at, k.id`
+      for (const row of rows) await emit(tx, row.account_id, 'key.expired', toKey(row as never))
+      return flipped.length
+    })
+    total += n
+    if (n < batch) return total
+  }
+}

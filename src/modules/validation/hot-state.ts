@@ -1,0 +1,231 @@
+// The node's hot key state: SHA-256 of a key value → what validate needs to decide (status, expiry,
+// plan, limit, active devices). A known key and device is answered from here with no I/O.
+//
+// - Bounded: at most `maxKeys` entries, evicted in approximate LRU order (CLOCK: a hit sets a bit,
+//   eviction gives a set bit one more round), so a hit costs one property write, not a Map re-insert.
+// - Negative entries (a plain number: the time it was loaded) remember unknown hashes, so guessing
+//   costs a guesser one query per value per TTL, not one per request.
+// - Freshness: an entry is trusted for `ttlMs` (the contract's 60 s backstop); while the bus is down
+//   (invalidations may be missed) only for `degradedTtlMs`. Past that it is re-read, and while
+//   Postgres is unreachable the old entry keeps answering: known keys keep validating in an outage.
+// - Concurrent loads of one hash share one query. A load overtaken by an invalidation of its hash
+//   (or by a resync) answers its caller but is not stored: it may have read the row before the change.
+import type { Bus, BusState } from '../../infra/bus'
+import { isConnectionError } from '../../infra/db'
+import { cacheLookups } from '../../infra/metrics'
+
+export type KeyStatus = 'active' | 'revoked' | 'expired'
+
+/** What Postgres says about one key (see repo.loadKeyState). */
+export interface KeyRow {
+  accountId: string
+  productId: string
+  status: KeyStatus
+  plan: string | null
+  /** epoch ms, null = perpetual */
+  expiresAt: number | null
+  limit: number
+  /** fingerprints (lower-case hex) of the active activations */
+  devices: string[]
+}
+
+export interface KeyState extends KeyRow {
+  loadedAt: number
+  /** CLOCK bit: set on a hit, cleared when eviction passes over the entry */
+  used: boolean
+}
+
+/** A known key, or a number: a negative entry loaded at that time. */
+type Slot = KeyState | number
+
+interface Flight {
+  promise: Promise<KeyState | null>
+  cancelled: boolean
+  epoch: number
+}
+
+export interface HotStateOptions {
+  ttlMs: number
+  degradedTtlMs: number
+  maxKeys: number
+  busState?: () => BusState
+}
+
+const hit = cacheLookups.labels('hit')
+const negativeHit = cacheLookups.labels('negative_hit')
+const miss = cacheLookups.labels('miss')
+const stale = cacheLookups.labels('stale')
+
+/** Re-read a hot entry in the background once it is this far into its TTL, so hot keys never wait. */
+const REFRESH_AHEAD = 0.75
+const MAX_INTERNED = 100_000
+
+export class HotState {
+  private slots = new Map<string, Slot>()
+  private inflight = new Map<string, Flight>()
+  /** Account ids, product ids and plans repeat across keys: keep one copy of each string. */
+  private interned = new Map<string, string>()
+  private epoch = 0
+  private unsubscribe: () => void = () => {}
+
+  constructor(
+    private loader: (keyHash: string) => Promise<KeyRow | null>,
+    private opts: HotStateOptions,
+    bus?: Bus,
+  ) {
+    if (bus) {
+      this.unsubscribe = bus.subscribe((msg) => {
+        if (msg.kind === 'key') this.invalidate(msg.keyHash)
+        else if (msg.kind === 'device') this.addDevice(msg.keyHash, msg.fingerprint)
+        else if (msg.kind === 'resync') this.clear()
+        // 'account': nothing here depends on the account's plan (the quota reads the principal's plan).
+      })
+    }
+  }
+
+  get size() {
+    return this.slots.size
+  }
+
+  private maxAge(): number {
+    const down = this.opts.busState?.() === 'down'
+    return down ? Math.min(this.opts.degradedTtlMs, this.opts.ttlMs) : this.opts.ttlMs
+  }
+
+  /**
+   * The state for `keyHash`: from memory when fresh (synchronously, no promise), else loaded. null
+   * means no such key. Throws (a connection error) only when Postgres is unreachable and memory has
+   * nothing for this hash.
+   */
+  get(keyHash: string, now = Date.now()): KeyState | null | Promise<KeyState | null> {
+    const slot = this.slots.get(keyHash)
+    if (slot !== undefined) {
+      const loadedAt = typeof slot === 'number' ? slot : slot.loadedAt
+      const age = now - loadedAt
+      const maxAge = this.maxAge()
+      if (age < maxAge) {
+        if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(keyHash)) this.start(keyHash).promise.catch(() => {})
+        if (typeof slot === 'number') {
+          negativeHit.inc()
+          return null
+        }
+        slot.used = true
+        hit.inc()
+        return slot
+      }
+      stale.inc()
+    } else {
+      miss.inc()
+    }
+    return this.load(keyHash)
+  }
+
+  private async load(keyHash: string): Promise<KeyState | null> {
+    const flight = this.inflight.get(keyHash) ?? this.start(keyHash)
+    try {
+      return await flight.promise
+    } catch (err) {
+      // Postgres unreachable: the last thing we knew is the best answer there is (the contract keeps
+      // known keys validating during an outage). Nothing known: the caller answers 503.
+      const old = this.slots.get(keyHash)
+      if (old !== undefined && isConnectionError(err)) return typeof old === 'number' ? null : old
+      throw err
+    }
+  }
+
+  private start(keyHash: string): Flight {
+    const startedAt = Date.now()
+    const flight: Flight = { promise: null as never, cancelled: false, epoch: this.epoch }
+    flight.promise = this.loader(keyHash).then(
+      (row) => {
+        if (this.inflight.get(keyHash) === flight) this.inflight.delete(keyHash)
+        const state = row ? this.toState(row, startedAt) : null
+        if (!flight.cancelled && flight.epoch === this.epoch) this.store(keyHash, state ?? startedAt)
+        return state
+      },
+      (err) => {
+        if (this.inflight.get(keyHash) === flight) this.inflight.delete(keyHash)
+        throw err
+      },
+    )
+    this.inflight.set(keyHash, flight)
+    return flight
+  }
+
+  private intern(s: string): string {
+    const known = this.interned.get(s)
+    if (known !== undefined) return known
+    if (this.interned.size < MAX_INTERNED) this.interned.set(s, s)
+    return s
+  }
+
+  private toState(row: KeyRow, loadedAt: number): KeyState {
+    return {
+      accountId: this.intern(row.accountId),
+      productId: this.intern(row.productId),
+      status: row.status,
+      plan: row.plan === null ? null : this.intern(row.plan),
+      expiresAt: row.expiresAt,
+      limit: row.limit,
+      devices: row.devices,
+      loadedAt,
+      used: false,
+    }
+  }
+
+  /** Puts an entry (newest position) and evicts past the bound. Also used by benchmarks to fill memory. */
+  store(keyHash: string, slot: Slot) {
+    this.slots.delete(keyHash)
+    this.slots.set(keyHash, slot)
+    if (this.slots.size > this.opts.maxKeys) this.evict()
+  }
+
+  /** Fills the state from a row already read (bulk warm-up, benchmarks). */
+  put(keyHash: string, row: KeyRow, loadedAt = Date.now()) {
+    this.store(keyHash, this.toState(row, loadedAt))
+  }
+
+  private evict() {
+    while (this.slots.size > this.opts.maxKeys) {
+      for (const [hash, slot] of this.slots) {
+        this.slots.delete(hash)
+        if (typeof slot !== 'number' && slot.used) {
+          slot.used = false
+          this.slots.set(hash, slot) // second chance: to the back of the queue
+          continue
+        }
+        break
+      }
+    }
+  }
+
+  /** Drops what is known about `keyHash` (positive or negative), including a load in flight. */
+  invalidate(keyHash: string) {
+    this.slots.delete(keyHash)
+    const flight = this.inflight.get(keyHash)
+    if (flight) {
+      flight.cancelled = true
+      this.inflight.delete(keyHash)
+    }
+  }
+
+  /** A device took a slot (here or on another node): add it without reading the key back. */
+  addDevice(keyHash: string, fingerprint: string) {
+    const slot = this.slots.get(keyHash)
+    if (slot === undefined || typeof slot === 'number') return
+    if (!slot.devices.includes(fingerprint)) slot.devices.push(fingerprint)
+  }
+
+  /** Forgets everything (bus resync: invalidations may have been missed). */
+  clear() {
+    this.epoch++
+    this.slots.clear()
+    for (const flight of this.inflight.values()) flight.cancelled = true
+    this.inflight.clear()
+  }
+
+  close() {
+    this.unsubscribe()
+    this.clear()
+  }
+}

@@ -1,0 +1,48 @@
+import { t } from '../../http/schema'
+
+/**
+ * `key` is any string of 1..256 characters: one that cannot be a key value (not 25 Crockford
+ * characters once hyphens and case are normalised) is answered `valid: false, not_found`, exactly like
+ * an unknown key, so the answer does not tell a typo from a guess. Empty or absurdly long is a 400.
+ */
+const KeyValue = t.String({ minLength: 1, maxLength: 256, examples: ['ABCDE-FGHJK-MNPQR-STVWX-YZ012'] })
+const Fingerprint = t.String({
+  pattern: '^[0-9a-fA-F]{64}$',
+  description: '64 hex characters (e.g. a SHA-256 of hardware identifiers); case-insensitive',
+})
+
+export const ValidateBody = t.Object({
+  key: KeyValue,
+  device_fingerprint: Fingerprint,
+  app_version: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
+  product_id: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()], { description: 'When given, must be the key\'s product, else not_found' })),
+})
+export type ValidateBody = typeof ValidateBody.static
+
+export type Reason = 'not_found' | 'revoked' | 'expired' | 'activation_limit'
+
+export const ValidAnswer = t.Object({
+  valid: t.Literal(true),
+  plan: t.Union([t.String(), t.Null()]),
+  expires_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
+  activations_used: t.Integer({ description: 'Devices holding a slot, this one included' }),
+  activation_limit: t.Integer(),
+})
+export const InvalidAnswer = t.Object({
+  valid: t.Literal(false),
+  reason: t.Union([t.Literal('not_found'), t.Literal('revoked'), t.Literal('expired'), t.Literal('activation_limit')]),
+})
+export const ValidateAnswer = t.Union([ValidAnswer, InvalidAnswer])
+export type ValidateAnswer = typeof ValidateAnswer.static
+
+export const DeactivateBody = t.Object({ key: KeyValue, device_fingerprint: Fingerprint })
+export type DeactivateBody = typeof DeactivateBody.static
+
+export const DeactivateAnswer = t.Object({
+  deactivated: t.Boolean(),
+  activations_used: t.Integer({ description: 'Active devices after this call (0 for an unknown key)' }),
+  activation_limit: t.Integer({ description: 'The key\'s limit (0 for an unknown key)' }),
+})
+export type DeactivateAnswer = typeof DeactivateAnswer.static
+
+export const ActivationParams = t.Object({ id: t.String(), activation_id: t.String() })

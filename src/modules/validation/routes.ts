@@ -1,0 +1,57 @@
+import { Elysia } from 'elysia'
+import type { Deps } from '../../deps'
+import { authPlugin } from '../../http/auth'
+import { Problem } from '../../http/schema'
+import { Activation } from '../keys/model'
+import { fastValidate } from './fast-path'
+import { ActivationParams, DeactivateAnswer, DeactivateBody, ValidateAnswer, ValidateBody } from './model'
+import { validationEngine } from './service'
+
+export function validationRoutes(deps: Deps) {
+  const engine = validationEngine(deps)
+  return (
+    new Elysia({ name: 'keyward.validation' })
+      .use(authPlugin(deps.principals))
+      // A listening node answers this route through `validationServeRoutes` (same engine, no framework
+      // overhead); this declaration documents it and serves app.handle() and any path variant.
+      .post('/v1/validate', ({ principal, body, request }) => engine.validate(principal, body, request.headers), {
+        auth: 'validate',
+        body: ValidateBody,
+        response: { 200: ValidateAnswer, 400: Problem, 401: Problem, 403: Problem, 413: Problem, 429: Problem, 503: Problem },
+        detail: {
+          tags: ['Validation'],
+          summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
+          description:
+            'Decision, first match wins: not_found, revoked, expired, known device (valid), free slot (new activation, valid), ' +
+            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable).',
+        },
+      })
+      .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
+        auth: 'validate',
+        body: DeactivateBody,
+        response: { 200: DeactivateAnswer, 400: Problem, 401: Problem, 403: Problem, 503: Problem },
+        detail: {
+          tags: ['Validation'],
+          summary: "Release this device's slot (reason user; emits activation.deactivated)",
+        },
+      })
+      .delete(
+        '/v1/keys/:id/activations/:activation_id',
+        ({ principal, params }) => engine.removeActivation(principal, params.id, params.activation_id),
+        {
+          auth: 'keys:write',
+          params: ActivationParams,
+          response: { 200: Activation, 401: Problem, 403: Problem, 404: Problem, 503: Problem },
+          detail: {
+            tags: ['License keys'],
+            summary: 'Deactivate one activation (reason admin), freeing the slot at once on every node',
+          },
+        },
+      )
+  )
+}
+
+/** Bun.serve routes that bypass the framework for the hot route (mounted by createApp). */
+export function validationServeRoutes(deps: Deps) {
+  return { '/v1/validate': { POST: fastValidate(deps) } }
+}

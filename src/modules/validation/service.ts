@@ -1,0 +1,228 @@
+// The validation engine: the contract's decision order over the hot state, new devices in one short
+// locking transaction, deactivation by the device or the admin. Refusals are answers (values);
+// exceptions are for failed requests (429, 404 on admin routes, 503 when Postgres is needed and down).
+import type { Deps } from '../../deps'
+import { AppError, notFound } from '../../http/errors'
+import { secondsToUtcMidnight } from '../../infra/counters'
+import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
+import { validateAnswers } from '../../infra/metrics'
+import { PLAN_LIMITS } from '../accounts/plans'
+import { claimSlot, countActive, lockKeyForSlot, releaseSlot } from '../activations/repo'
+import type { Principal } from '../api-keys/principals'
+import { activationColumns, toActivation } from '../keys/repo'
+import type { Activation } from '../keys/model'
+import { HotState, type KeyState } from './hot-state'
+import { LastSeenWriter } from './last-seen'
+import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
+import { loadKeyState } from './repo'
+
+const outcome = {
+  valid: validateAnswers.labels('valid'),
+  not_found: validateAnswers.labels('not_found'),
+  revoked: validateAnswers.labels('revoked'),
+  expired: validateAnswers.labels('expired'),
+  activation_limit: validateAnswers.labels('activation_limit'),
+  rate_limited: validateAnswers.labels('rate_limited'),
+}
+
+// Refusals never change: one frozen object each instead of an allocation per answer.
+const REFUSED: Record<Reason, ValidateAnswer> = {
+  not_found: Object.freeze({ valid: false, reason: 'not_found' }),
+  revoked: Object.freeze({ valid: false, reason: 'revoked' }),
+  expired: Object.freeze({ valid: false, reason: 'expired' }),
+  activation_limit: Object.freeze({ valid: false, reason: 'activation_limit' }),
+}
+
+function rateLimited(limit: number | null): AppError {
+  outcome.rate_limited.inc()
+  return new AppError('rate_limited', `This account's daily limit of ${limit} validate calls is reached`, {
+    retryAfter: secondsToUtcMidnight(),
+  })
+}
+
+function refuse(reason: Reason): ValidateAnswer {
+  outcome[reason].inc()
+  return REFUSED[reason]
+}
+
+function valid(plan: string | null, expiresAt: number | null, used: number, limit: number): ValidateAnswer {
+  outcome.valid.inc()
+  return {
+    valid: true,
+    plan,
+    expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
+    activations_used: used,
+    activation_limit: limit,
+  }
+}
+
+/** The request's country header when it is two letters (upper-cased); anything else is not recorded. */
+function countryOf(value: string | null): string | null {
+  return value !== null && /^[A-Za-z]{2}$/.test(value) ? value.toUpperCase() : null
+}
+
+export class ValidationEngine {
+  readonly hot: HotState
+  readonly lastSeen: LastSeenWriter
+
+  constructor(private deps: Deps) {
+    const { config, sql, bus } = deps
+    this.hot = new HotState(
+      (keyHash) => loadKeyState(sql, keyHash),
+      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, busState: () => bus.state() },
+      bus,
+    )
+    this.lastSeen = new LastSeenWriter(sql)
+  }
+
+  /**
+   * POST /v1/validate after authentication and body validation; `headers` supply the country.
+   * Synchronous (no promise) when the quota answers from memory and the key is in the hot state:
+   * the common case does no I/O and waits for nothing.
+   */
+  validate(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+    // Every call that passed request validation counts, valid or not; a refused (429) call does not.
+    const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
+    const taken = this.deps.counters.take(who.accountId, limit)
+    if (taken === true) return this.decide(who, body, headers)
+    if (taken === false) throw rateLimited(limit)
+    return taken.then((ok) => {
+      if (!ok) throw rateLimited(limit)
+      return this.decide(who, body, headers)
+    })
+  }
+
+  private decide(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+    const canonical = normalizeKeyValue(body.key)
+    if (canonical === null) return refuse('not_found')
+    const keyHash = hashKeyValue(canonical)
+    const state = this.hot.get(keyHash)
+    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, keyHash, s))
+    return this.decideWith(who, body, headers, keyHash, state)
+  }
+
+  /** The contract's decision order, first match wins. */
+  private decideWith(
+    who: Principal,
+    body: ValidateBody,
+    headers: Headers,
+    keyHash: string,
+    state: KeyState | null,
+  ): ValidateAnswer | Promise<ValidateAnswer> {
+    if (state === null || state.accountId !== who.accountId) return refuse('not_found')
+    if (body.product_id != null && body.product_id !== state.productId) return refuse('not_found')
+    if (state.status === 'revoked') return refuse('revoked')
+    const now = Date.now()
+    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return refuse('expired')
+
+    const fingerprint = body.device_fingerprint.toLowerCase()
+    const appVersion = body.app_version ?? null
+    if (state.devices.includes(fingerprint)) {
+      this.lastSeen.record(keyHash, fingerprint, appVersion, now)
+      return valid(state.plan, state.expiresAt, state.devices.length, state.limit)
+    }
+    // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
+    if (state.devices.length >= state.limit) return refuse('activation_limit')
+    const country = countryOf(headers.get(this.deps.config.countryHeader))
+    return this.activate(who, keyHash, state, fingerprint, appVersion, country)
+  }
+
+  /** A device new to this node: the slot decision in Postgres, under the key row lock. */
+  private async activate(
+    who: Principal,
+    keyHash: string,
+    cached: KeyState,
+    fingerprint: string,
+    appVersion: string | null,
+    country: string | null,
+  ): Promise<ValidateAnswer> {
+    const result = await this.deps.sql.begin(async (tx) => {
+      const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
+      if (!key) return { kind: 'not_found' as const }
+      if (key.status === 'revoked') return { kind: 'revoked' as const }
+      if (key.expired) return { kind: 'expired' as const }
+      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country })), key }
+    })
+    switch (result.kind) {
+      case 'not_found':
+      case 'revoked':
+      case 'expired':
+        this.hot.invalidate(keyHash) // memory was behind Postgres
+        return refuse(result.kind)
+      case 'limit':
+        if (cached.devices.length < cached.limit) this.hot.invalidate(keyHash)
+        return refuse('activation_limit')
+      case 'existing':
+        this.hot.addDevice(keyHash, fingerprint)
+        this.lastSeen.record(keyHash, fingerprint, appVersion)
+        break
+      case 'created':
+        this.hot.addDevice(keyHash, fingerprint)
+        // Other nodes learn the device without reading it back. The activation is committed either
+        // way, so a failed broadcast is logged, not turned into an error answer.
+        await this.deps.bus
+          .publish({ kind: 'device', accountId: who.accountId, keyHash, fingerprint, activationId: result.activation.id })
+          .catch((err) => this.deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+        break
+    }
+    const { key } = result
+    return valid(key.plan, key.expires_at ? key.expires_at.getTime() : null, result.activeCount, key.activation_limit)
+  }
+
+  /** POST /v1/deactivate: the device gives its slot back (reason `user`). */
+  async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
+    const canonical = normalizeKeyValue(body.key)
+    if (canonical === null) return { deactivated: false, activations_used: 0, activation_limit: 0 }
+    const keyHash = hashKeyValue(canonical)
+    const fingerprint = body.device_fingerprint.toLowerCase()
+    const result = await this.deps.sql.begin(async (tx) => {
+      const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
+      if (!key) return null
+      const released = await releaseSlot(tx, key, { fingerprint }, 'user')
+      return { deactivated: released !== null, used: await countActive(tx, key.id), limit: key.activation_limit }
+    })
+    if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
+    if (result.deactivated) await this.changed(who.accountId, keyHash)
+    return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
+  }
+
+  /** DELETE /v1/keys/:id/activations/:activation_id (reason `admin`); already deactivated → 200 as is. */
+  async removeActivation(who: Principal, keyId: string, activationId: string): Promise<Activation> {
+    if (!isId('key', keyId)) throw notFound('key', keyId)
+    if (!isId('act', activationId)) throw notFound('activation', activationId)
+    const result = await this.deps.sql.begin(async (tx) => {
+      const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
+      if (!key) throw notFound('key', keyId)
+      const released = await releaseSlot(tx, key, { activationId }, 'admin')
+      if (released) return { activation: released, keyHash: key.key_hash }
+      const [row] = await tx`select ${activationColumns(tx)} from activations where id = ${activationId} and key_id = ${keyId}`
+      if (!row) throw notFound('activation', activationId)
+      return { activation: toActivation(row as never), keyHash: null }
+    })
+    if (result.keyHash) await this.changed(who.accountId, result.keyHash)
+    return result.activation
+  }
+
+  /** After a committed change to a key's slots: drop it here and on every node before answering. */
+  private async changed(accountId: string, keyHash: string) {
+    this.hot.invalidate(keyHash)
+    await this.deps.bus.publish({ kind: 'key', accountId, keyHash })
+  }
+
+  flush(): Promise<void> {
+    return this.lastSeen.flush()
+  }
+
+  close() {
+    this.hot.close()
+  }
+}
+
+const engines = new WeakMap<Deps, ValidationEngine>()
+
+/** One engine per node (per Deps): the routes, the fast path and the node's jobs share it. */
+export function validationEngine(deps: Deps): ValidationEngine {
+  let engine = engines.get(deps)
+  if (!engine) engines.set(deps, (engine = new ValidationEngine(deps)))
+  return engine
+}
