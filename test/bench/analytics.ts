@@ -20,7 +20,7 @@ const ACTIVATIONS = Number(process.env.BENCH_ACTIVATIONS ?? 3_000_000)
 const CALLS = Number(process.env.BENCH_CALLS ?? 25)
 const PRODUCTS = 20
 const WRITES = 400 // new-device transactions per write-path run
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'CA', 'AU', 'NL', 'ES', 'IT', 'PL', 'SE', 'CH',
   'KR', 'MX', 'TR', 'AT', 'BE', 'DK', 'NO', 'FI', 'IE', 'PT', 'CZ', 'RO', 'UA', 'ZA', 'AR']
 
