@@ -2,6 +2,7 @@
 import type { Config } from './config'
 import type { Deps } from './deps'
 import { createApp, type App } from './http/app'
+import { drain } from './http/drain'
 import { LocalBus, type Bus } from './infra/bus'
 import { MemoryCounters, type Counters } from './infra/counters'
 import { connectPostgres, startEmbedded, type Db } from './infra/db'
@@ -87,6 +88,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     demoToken,
     stop() {
       stopping ??= (async () => {
+        await drain(server) // keep-alive clients move off this node first (Connection: close)
         await server.stop(false) // stop accepting; let in-flight requests finish
         for (const job of jobs) await job.stop()
         await webhookWorker.stop(config.shutdownTimeoutMs / 2) // attempts in flight finish (or resume elsewhere)

@@ -5,6 +5,7 @@ import { isConnectionError } from '../infra/db'
 import { ulid } from '../infra/crypto'
 import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
+import { isDraining } from './drain'
 import { AppError, invalid, problemResponse, type FieldError } from './errors'
 
 export const MAX_BODY_BYTES = 64 * 1024
@@ -116,9 +117,10 @@ export function toAppError(code: string | number, error: unknown, log: Logger, r
 
 export function kernel(log: Logger) {
   return new Elysia({ name: 'keyward.kernel' })
-    .onRequest(({ request, set }) => {
+    .onRequest(({ request, set, server }) => {
       started.set(request, performance.now())
       set.headers['x-request-id'] = requestIdOf(request)
+      if (isDraining(server)) set.headers.connection = 'close' // shutting down: see drain.ts
       const declared = Number(request.headers.get('content-length') ?? 0)
       if (declared > MAX_BODY_BYTES) throw tooLarge()
       // A NUL in a query value can never be valid and Postgres cannot store it: refuse it up front.

@@ -2,6 +2,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { t } from '../../http/schema'
+import { isDraining } from '../../http/drain'
 import { registry } from '../../infra/metrics'
 
 const DepState = t.Union([t.Literal('ok'), t.Literal('down'), t.Literal('embedded')])
@@ -14,13 +15,14 @@ export function opsRoutes(deps: Deps) {
     })
     .get(
       '/readyz',
-      async ({ set }) => {
+      async ({ set, server }) => {
         const postgres = deps.db.kind === 'embedded' ? 'embedded' : (await deps.db.ping()) ? 'ok' : 'down'
         const nats = deps.bus.state()
         const redis = deps.counters.state()
         // Redis down leaves the node fully able to answer (it counts locally), so it stays ready;
         // without Postgres or the bus it could serve stale answers or fail writes.
-        const ready = postgres !== 'down' && nats !== 'down'
+        // A draining node (shutting down) is not ready: balancers stop sending it new requests.
+        const ready = postgres !== 'down' && nats !== 'down' && !isDraining(server)
         set.status = ready ? 200 : 503
         return { postgres, nats, redis }
       },

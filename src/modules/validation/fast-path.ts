@@ -6,6 +6,7 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValidationError } from 'elysia'
 import type { Deps } from '../../deps'
+import { isDraining } from '../../http/drain'
 import { AppError, problemResponse } from '../../http/errors'
 import { MAX_BODY_BYTES, readJson, requestIdOf, toAppError } from '../../http/kernel'
 import { httpDuration } from '../../infra/metrics'
@@ -18,7 +19,7 @@ const checkBody = TypeCompiler.Compile(ValidateBody)
 const ROUTE = '/v1/validate'
 const JSON_HEADERS = 'application/json;charset=utf-8' // as Elysia answers every other route
 
-export function fastValidate(deps: Deps): (request: Request) => Promise<Response> {
+export function fastValidate(deps: Deps): (request: Request, server?: object) => Promise<Response> {
   const engine = validationEngine(deps)
   const { principals, log } = deps
   const accessLog = new AccessLog(log)
@@ -26,7 +27,7 @@ export function fastValidate(deps: Deps): (request: Request) => Promise<Response
     200: httpDuration.labels('POST', ROUTE, '200'),
   }
 
-  return async function validateRoute(request: Request): Promise<Response> {
+  return async function validateRoute(request: Request, server?: object): Promise<Response> {
     const t0 = performance.now()
     const requestId = requestIdOf(request)
     let response: Response
@@ -51,6 +52,7 @@ export function fastValidate(deps: Deps): (request: Request) => Promise<Response
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId)
     }
+    if (isDraining(server)) response.headers.set('connection', 'close') // shutting down: see http/drain.ts
     const seconds = (performance.now() - t0) / 1000
     const status = response.status
     if (status === 200) durations[200].observe(seconds)
