@@ -18,6 +18,10 @@ export interface Principal {
 type Entry = { principal: Principal; loadedAt: number }
 type Flight = { promise: Promise<Principal | null>; cancelled: boolean }
 
+const STALE_WAIT_MS = 1_000
+/** After a connection error, how long known callers are answered from memory before Postgres is retried. */
+const RETRY_UNREACHABLE_MS = 1_000
+
 export const hashToken = (token: string) => sha256Hex(`api-token:${token}`)
 
 /**
@@ -30,6 +34,7 @@ export class Principals {
   private byHash = new Map<string, Entry>()
   private inflight = new Map<string, Flight>()
   private lastUsed = new Map<string, number>()
+  private unreachableUntil = 0
   private unsubscribe: () => void
 
   constructor(
@@ -56,7 +61,8 @@ export class Principals {
     const now = Date.now()
     const entry = this.byHash.get(tokenHash)
     const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
-    if (entry && now - entry.loadedAt < maxAge) {
+    // Fresh, or Postgres failed us a moment ago (answer from memory instead of queueing behind it).
+    if (entry && (now - entry.loadedAt < maxAge || now < this.unreachableUntil)) {
       this.lastUsed.set(entry.principal.apiKeyId, now)
       return entry.principal
     }
@@ -69,6 +75,7 @@ export class Principals {
       const f: Flight = { promise: null as never, cancelled: false }
       f.promise = findPrincipal(this.sql, tokenHash)
         .then((row) => {
+          this.unreachableUntil = 0
           const principal: Principal | null = row
             ? { apiKeyId: row.api_key_id, accountId: row.account_id, scope: row.scope, plan: row.plan as Plan, tokenHash }
             : null
@@ -86,12 +93,21 @@ export class Principals {
       flight = f
     }
     let principal: Principal | null
+    const stale = this.byHash.get(tokenHash)
     try {
-      principal = await flight.promise
+      if (!stale) principal = await flight.promise
+      else {
+        // A re-read that hangs must not hang a caller we know: after a second, the last entry answers.
+        let timer: Timer | undefined
+        const waited = new Promise<null>((resolve) => (timer = setTimeout(resolve, STALE_WAIT_MS, null)))
+        principal = (await Promise.race([flight.promise, waited]).finally(() => clearTimeout(timer))) ?? null
+        if (principal === null && this.byHash.get(tokenHash) === stale) principal = stale.principal
+      }
     } catch (err) {
       // Postgres unreachable: a caller we knew keeps working (validation keeps answering in an outage).
-      const stale = this.byHash.get(tokenHash)
-      if (!stale || !isConnectionError(err)) throw err
+      if (!isConnectionError(err)) throw err
+      this.unreachableUntil = Date.now() + RETRY_UNREACHABLE_MS
+      if (!stale) throw err
       principal = stale.principal
     }
     if (principal) this.lastUsed.set(principal.apiKeyId, now)

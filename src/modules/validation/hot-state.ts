@@ -10,6 +10,8 @@
 //   Postgres is unreachable the old entry keeps answering: known keys keep validating in an outage.
 // - Concurrent loads of one hash share one query. A load overtaken by an invalidation of its hash
 //   (or by a resync) answers its caller but is not stored: it may have read the row before the change.
+// - Outage: for a second after a connection error, stale entries answer at once instead of queueing
+//   behind reconnect attempts; then one read tries Postgres again.
 import type { Bus, BusState } from '../../infra/bus'
 import { isConnectionError } from '../../infra/db'
 import { cacheLookups } from '../../infra/metrics'
@@ -59,6 +61,11 @@ const stale = cacheLookups.labels('stale')
 /** Re-read a hot entry in the background once it is this far into its TTL, so hot keys never wait. */
 const REFRESH_AHEAD = 0.75
 const MAX_INTERNED = 100_000
+/** How long a re-read of a known key may take before the last known state answers instead. */
+const STALE_WAIT_MS = 1_000
+const STALE = Symbol('stale')
+/** After a connection error, how long memory answers alone before Postgres is tried again. */
+const RETRY_UNREACHABLE_MS = 1_000
 
 export class HotState {
   private slots = new Map<string, Slot>()
@@ -66,6 +73,8 @@ export class HotState {
   /** Account ids, product ids and plans repeat across keys: keep one copy of each string. */
   private interned = new Map<string, string>()
   private epoch = 0
+  /** Until then, a connection error was just seen: stale entries answer without another attempt. */
+  private unreachableUntil = 0
   private unsubscribe: () => void = () => {}
 
   constructor(
@@ -114,21 +123,32 @@ export class HotState {
         return slot
       }
       stale.inc()
+      // Postgres failed us a moment ago: answer from memory without queueing behind another attempt.
+      if (now < this.unreachableUntil) return typeof slot === 'number' ? null : slot
     } else {
-      miss.inc()
+      miss.inc() // tried even right after a failure: Postgres may be back, and only it can answer
     }
     return this.load(keyHash)
   }
 
   private async load(keyHash: string): Promise<KeyState | null> {
     const flight = this.inflight.get(keyHash) ?? this.start(keyHash)
+    const old = this.slots.get(keyHash)
+    const lastKnown = () => (typeof old === 'number' ? null : old!)
     try {
-      return await flight.promise
+      if (old === undefined) return await flight.promise
+      // A re-read that hangs (a network that swallows packets, a proxy that accepts and drops) must
+      // not hang known keys: past STALE_WAIT_MS the last known state answers and the read goes on.
+      let timer: Timer | undefined
+      const waited = new Promise<typeof STALE>((resolve) => (timer = setTimeout(resolve, STALE_WAIT_MS, STALE)))
+      const result = await Promise.race([flight.promise, waited]).finally(() => clearTimeout(timer))
+      return result === STALE ? lastKnown() : result
     } catch (err) {
       // Postgres unreachable: the last thing we knew is the best answer there is (the contract keeps
       // known keys validating during an outage). Nothing known: the caller answers 503.
-      const old = this.slots.get(keyHash)
-      if (old !== undefined && isConnectionError(err)) return typeof old === 'number' ? null : old
+      if (!isConnectionError(err)) throw err
+      this.unreachableUntil = Date.now() + RETRY_UNREACHABLE_MS
+      if (old !== undefined) return lastKnown()
       throw err
     }
   }
@@ -138,6 +158,7 @@ export class HotState {
     const flight: Flight = { promise: null as never, cancelled: false, epoch: this.epoch }
     flight.promise = this.loader(keyHash).then(
       (row) => {
+        this.unreachableUntil = 0
         if (this.inflight.get(keyHash) === flight) this.inflight.delete(keyHash)
         const state = row ? this.toState(row, startedAt) : null
         if (!flight.cancelled && flight.epoch === this.epoch) this.store(keyHash, state ?? startedAt)
