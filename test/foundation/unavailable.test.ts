@@ -5,33 +5,37 @@ import type { Socket, TCPSocketListener } from 'bun'
 import { connectPostgres } from '../../src/infra/db'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
-import { ADMIN_TOKEN, client, freshDatabase, testConfig, type Client, type TestDb } from '../support/harness'
+import { ADMIN_TOKEN, client, freshDatabase, realPostgres, testConfig, type Client, type TestDb } from '../support/harness'
 import { expectProblem } from './helpers'
 
 setDefaultTimeout(60_000)
 
-let base: TestDb
+let base: TestDb | null = null
+let pglite: { server: any; db: any } | null = null
 let proxy: Forwarder
 let node: Node
 let call: Client
 beforeAll(async () => {
-  base = await freshDatabase()
-  let host: string
-  let port: number
-  let database: string
-  if (base.url) {
-    const u = new URL(base.url)
-    ;[host, port, database] = [u.hostname, Number(u.port || 5432), u.pathname.slice(1)]
+  let target: { host: string; port: number; database: string }
+  if (realPostgres) {
+    base = await freshDatabase()
+    const u = new URL(base.url!)
+    target = { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1) }
   } else {
-    // embedded: take the PGlite socket's single connection slot for ourselves, through the proxy
-    const embedded = await base.open()
-    ;[host, port, database] = [String(embedded.sql.options.host[0]), Number(embedded.sql.options.port[0]), 'postgres']
-    await embedded.sql.end()
+    // Embedded: our own PGlite behind its socket server, so the cut can be cleaned up (see afterCut).
+    const { PGlite } = await import('@electric-sql/pglite')
+    const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
+    const db = await PGlite.create()
+    const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 1 })
+    await server.start()
+    pglite = { server, db }
+    const [host, port] = server.getServerConn().split(':')
+    target = { host, port: Number(port), database: 'postgres' }
   }
-  proxy = forwarder(host, port)
-  const direct = connectPostgres(`postgres://postgres@127.0.0.1:${proxy.port}/${database}`, base.url ? 4 : 1)
+  proxy = forwarder(target.host, target.port, afterCut)
+  const direct = connectPostgres(`postgres://postgres@127.0.0.1:${proxy.port}/${target.database}`, realPostgres ? 4 : 1)
   // PGlite serves one session, so no dedicated LISTEN connection there (workers fall back to polling)
-  const db = base.url ? direct : { ...direct, listen: async () => async () => {} }
+  const db = realPostgres ? direct : { ...direct, listen: async () => async () => {} }
   node = await startNode(testConfig(), { db, log: createLogger('silent') })
   call = client(node.url)
 }, 60_000)
@@ -40,8 +44,22 @@ afterAll(async () => {
   await node.stop()
   await node.deps.db.close()
   await proxy.stop()
-  await base.drop()
+  await base?.drop()
+  await pglite?.server.stop()
+  await pglite?.db.close()
 })
+
+/**
+ * PGlite has one session: when a connection vanishes inside a transaction, its socket server does not
+ * always roll it back, and every later connection waits behind it. Real Postgres rolls back a dropped
+ * session by itself; here we do it for the test rig.
+ */
+async function afterCut() {
+  if (!pglite) return
+  await Bun.sleep(50)
+  if (pglite.db.isInTransaction()) await pglite.db.exec('rollback')
+  pglite.server.queryQueue.lastHandlerId = null
+}
 
 interface Forwarder {
   port: number
@@ -51,10 +69,9 @@ interface Forwarder {
 }
 
 /** A TCP forwarder on a fixed port that can be switched off and on (Postgres "down" = connection refused). */
-function forwarder(targetHost: string, targetPort: number): Forwarder {
+function forwarder(targetHost: string, targetPort: number, afterCut: () => Promise<void>): Forwarder {
   type Side = { peer: Socket<Side> | null; early: Uint8Array[] }
   const sockets = new Set<Socket<Side>>()
-  let paused = false
   const listen = (port: number): TCPSocketListener<Side> =>
     Bun.listen<Side>({
       hostname: '127.0.0.1',
@@ -79,11 +96,7 @@ function forwarder(targetHost: string, targetPort: number): Forwarder {
             },
           }).catch(() => client.end())
         },
-        data: (client, chunk) => {
-          if (paused) return
-          if (client.data.peer) client.data.peer.write(chunk)
-          else client.data.early.push(chunk.slice())
-        },
+        data: (client, chunk) => void (client.data.peer ? client.data.peer.write(chunk) : client.data.early.push(chunk.slice())),
         close: (client) => void (sockets.delete(client), client.data.peer?.end()),
         error: (client) => void client.data.peer?.end(),
       },
@@ -93,16 +106,11 @@ function forwarder(targetHost: string, targetPort: number): Forwarder {
   return {
     port,
     async stop() {
-      // Hold what clients send and let statements in flight answer first: PGlite's socket server
-      // (one session) wedges for a minute when a connection vanishes mid-statement. Real Postgres
-      // does not care; the outage the node sees is the same either way.
-      paused = true
-      await Bun.sleep(250)
       server?.stop(true)
       server = null
       for (const s of sockets) s.end()
       sockets.clear()
-      paused = false
+      await afterCut()
     },
     start() {
       server ??= listen(port)
