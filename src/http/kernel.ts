@@ -76,14 +76,24 @@ function findNul(value: unknown, path: string): string | null {
 
 const tooLarge = () => new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
 
-type ValidationLike = { type?: string; all?: { path?: string; message?: string; summary?: string }[] }
+type SchemaLike = { anyOf?: { const?: unknown }[] }
+type ValidationLike = { type?: string; all?: { path?: string; message?: string; summary?: string; schema?: SchemaLike }[] }
+
+/** TypeBox says "Expected union value" for enums; name the accepted values instead. */
+function describeFailure(e: { message?: string; summary?: string; schema?: SchemaLike }): string {
+  const options = e.schema?.anyOf?.map((s) => s.const).filter((v) => v !== undefined)
+  if (options && options.length > 0 && options.length === e.schema?.anyOf?.length) {
+    return `must be one of: ${options.join(', ')}`
+  }
+  return e.summary || e.message || 'is invalid'
+}
 
 function validationError(err: ValidationLike): AppError {
   // Elysia checks query parameters one by one ("property") and drops their names.
   const where = err.type === 'property' ? 'query' : (err.type ?? 'body')
   const errors: FieldError[] = (err.all ?? []).map((e) => ({
     field: [where, ...(e.path ?? '').split('/').filter(Boolean)].join('.'),
-    message: e.summary || e.message || 'is invalid',
+    message: describeFailure(e),
   }))
   const first = errors[0]
   return new AppError('invalid_request', first ? `${first.field}: ${first.message}` : `Invalid ${where}`, { errors })

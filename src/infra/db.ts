@@ -10,8 +10,8 @@ export type Tx = postgres.TransactionSql
 export interface Db {
   readonly sql: Sql
   readonly kind: 'postgres' | 'embedded'
-  /** Cheap liveness probe for /readyz. */
-  ping(): Promise<boolean>
+  /** Cheap liveness probe for /readyz; false when down or slower than `timeoutMs`. */
+  ping(timeoutMs?: number): Promise<boolean>
   /**
    * Calls `onNotify` for each NOTIFY on `channel` (sent at commit). Best effort: a wake-up hint, not a
    * queue, so callers keep a polling fallback. Resolves to an unsubscribe function.
@@ -38,12 +38,18 @@ function wrap(sql: Sql, kind: Db['kind'], listen: Listen, onClose: () => Promise
     sql,
     kind,
     listen,
-    async ping() {
+    async ping(timeoutMs = 1000) {
+      // A server that accepts and then stalls must read as down, not hang the readiness probe.
+      let timer: ReturnType<typeof setTimeout> | undefined
+      const timeout = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), timeoutMs)))
+      const probe = sql`select 1`.then(
+        () => true,
+        () => false,
+      )
       try {
-        await sql`select 1`
-        return true
-      } catch {
-        return false
+        return await Promise.race([probe, timeout])
+      } finally {
+        clearTimeout(timer)
       }
     },
     async close() {

@@ -83,6 +83,9 @@ export async function hasActiveKeys(tx: Tx, productId: string): Promise<boolean>
 }
 
 /** Deletes the product; its (revoked/expired) keys and their activations go with it (on delete cascade). */
-export async function deleteProduct(tx: Tx, id: string): Promise<void> {
+/** Returns the key hashes that went with it, so caches can drop them. */
+export async function deleteProduct(tx: Tx, id: string): Promise<string[]> {
+  const keys = await tx<{ key_hash: string }[]>`select key_hash from license_keys where product_id = ${id}`
   await tx`delete from products where id = ${id}`
+  return keys.map((k) => k.key_hash)
 }

@@ -47,13 +47,18 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
 }
 
 export async function deleteProduct(deps: Deps, who: Principal, id: string): Promise<void> {
-  await deps.sql.begin(async (tx) => {
+  const keyHashes = await deps.sql.begin(async (tx) => {
     const current = isId('prod', id) ? await repo.lockProduct(tx, who.accountId, id) : null
     if (!current) throw notFound('product', id)
     // Creating a key locks the product row too (for share), so no key can appear after this check.
     if (await repo.hasActiveKeys(tx, id)) {
       throw new AppError('product_has_active_keys', 'Revoke or let expire every key of this product first')
     }
-    await repo.deleteProduct(tx, id)
+    return repo.deleteProduct(tx, id)
   })
+  // The deleted (revoked/expired) keys may sit in hot state; they must answer not_found from now on.
+  for (let i = 0; i < keyHashes.length; i += 100) {
+    const batch = keyHashes.slice(i, i + 100)
+    await Promise.all(batch.map((keyHash) => deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })))
+  }
 }
