@@ -72,7 +72,9 @@ export function normalizeKeyValue(input: string): string | null {
   return /^[0-9A-HJKMNP-TV-Z]{25}$/.test(s) ? s : null
 }
 
-export const hashKeyValue = (canonical: string) => sha256Hex(`license-key:${canonical}`)
+/** The stored form of a key value (hex, the key_hash column); base64 is the same digest, shorter in memory. */
+export const hashKeyValue = (canonical: string, encoding: 'hex' | 'base64' = 'hex') =>
+  hash('sha256', `license-key:${canonical}`, encoding)
 
 /** AES-256-GCM with the configured SECRET_KEY: `v1.<iv>.<tag>.<ciphertext>` in base64url. */
 export function seal(secretKey: Uint8Array, plaintext: string | Uint8Array): string {

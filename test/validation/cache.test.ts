@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { LocalBus, type BusState } from '../../src/infra/bus'
 import * as crypto from '../../src/infra/crypto'
-import { HotState, type KeyRow } from '../../src/modules/validation/hot-state'
+import { deviceCount, HotState, hotKeyOf, type KeyRow, type KeyState } from '../../src/modules/validation/hot-state'
 import { validationEngine } from '../../src/modules/validation/service'
 import { newKey, startHarness, type Harness } from '../support/harness'
 import { fingerprint, setup, validate } from './support'
@@ -39,10 +39,10 @@ describe('over HTTP', () => {
     const { token, product } = await setup(h)
     const value = crypto.newKeyValue()
     const fp = fingerprint()
-    const hash = crypto.hashKeyValue(crypto.normalizeKeyValue(value)!)
+    const hotKey = crypto.hashKeyValue(crypto.normalizeKeyValue(value)!, 'base64')
     for (let i = 0; i < 2; i++) expect((await validate(h.call, token, { key: value, device_fingerprint: fp })).body.reason).toBe('not_found')
     // the negative answer is cached: the hot state holds the hash without a key
-    expect(validationEngine(h.node.deps).hot.get(hash)).toBeNull()
+    expect(validationEngine(h.node.deps).hot.get(hotKey)).toBeNull()
     // POST /v1/keys mints exactly this value
     const mint = spyOn(crypto, 'newKeyValue').mockReturnValueOnce(value)
     try {
@@ -106,8 +106,8 @@ describe('HotState rules', () => {
     const first = hot.get('k') as Promise<unknown>
     hot.invalidate('k') // e.g. a revoke committed while the read was in flight
     release()
-    expect(((await first) as KeyRow).status).toBe('active')
-    expect(((await hot.get('k')) as KeyRow).status).toBe('revoked')
+    expect(((await first) as KeyState).status).toBe('active')
+    expect(((await hot.get('k')) as KeyState).status).toBe('revoked')
   })
 
   test('bounded: the least recently used entry is evicted first', async () => {
@@ -146,7 +146,7 @@ describe('HotState rules', () => {
     await hot.get('gone')
     down = true
     await Bun.sleep(20)
-    expect(((await hot.get('k')) as KeyRow).devices).toEqual(['d1'])
+    expect(((await hot.get('k')) as KeyState).devices).toBe('d1')
     expect(await hot.get('gone')).toBeNull()
     await expect(hot.get('never-seen') as Promise<unknown>).rejects.toMatchObject({ code: 'ECONNREFUSED' })
   })
@@ -155,11 +155,17 @@ describe('HotState rules', () => {
     const bus = new LocalBus()
     let calls = 0
     const hot = new HotState(async () => (calls++, row({ devices: ['d1'] })), opts, bus)
-    await hot.get('k')
-    await bus.publish({ kind: 'device', accountId: 'acct_1', keyHash: 'k', fingerprint: 'd2', activationId: 'act_x' })
-    expect((hot.get('k') as KeyRow).devices).toEqual(['d1', 'd2'])
-    await bus.publish({ kind: 'key', accountId: 'acct_1', keyHash: 'k' })
-    expect(hot.get('k')).toBeInstanceOf(Promise)
+    // the bus speaks key_hash (hex); the hot state keys by the same digest in base64
+    const keyHash = 'ab'.repeat(32)
+    const k = hotKeyOf(keyHash)
+    await hot.get(k)
+    expect((hot.get(k) as KeyState).devices).toBe('d1')
+    await bus.publish({ kind: 'device', accountId: 'acct_1', keyHash, fingerprint: 'd2', activationId: 'act_x' })
+    await bus.publish({ kind: 'device', accountId: 'acct_1', keyHash, fingerprint: 'd2', activationId: 'act_x' })
+    expect((hot.get(k) as KeyState).devices).toEqual(['d1', 'd2'])
+    expect(deviceCount(hot.get(k) as KeyState)).toBe(2)
+    await bus.publish({ kind: 'key', accountId: 'acct_1', keyHash })
+    expect(hot.get(k)).toBeInstanceOf(Promise)
     await bus.publish({ kind: 'resync' })
     expect(hot.size).toBe(0)
     expect(calls).toBe(2)

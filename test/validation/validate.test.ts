@@ -3,7 +3,8 @@
 // answers as the fast path a listening node serves.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { validationEngine } from '../../src/modules/validation/service'
-import { scopedToken, startHarness, type Harness } from '../support/harness'
+import { startNode } from '../../src/node'
+import { client, realPostgres, scopedToken, startHarness, testConfig, type Harness } from '../support/harness'
 import { activationRows, events, fingerprint, setup, validate } from './support'
 
 let h: Harness
@@ -111,6 +112,20 @@ describe('device details', () => {
     expect(updated.app_version).toBe('2.0.0')
     expect(updated.country).toBe('DE') // the country of the call that created the activation
     expect(Date.parse(updated.last_validated_at)).toBeGreaterThan(Date.parse(firstSeen))
+  })
+
+  test('a clean shutdown writes the batched last-seen updates before closing', async () => {
+    const { token, key } = await setup(h)
+    const fp = fingerprint()
+    await validate(h.call, token, { key: key.key_value, device_fingerprint: fp, app_version: '1.0.0' })
+    // a second node on the same database whose timer would not flush for ten minutes
+    const config = testConfig({ FLUSH_INTERVAL_MS: '600000' }, h.db.url)
+    const second = await startNode(config, realPostgres ? {} : { db: await h.db.open() })
+    await validate(client(second.url), token, { key: key.key_value, device_fingerprint: fp, app_version: '3.1.4' })
+    expect(validationEngine(second.deps).lastSeen.size).toBe(1)
+    await second.stop()
+    const detail = await h.call('GET', `/v1/keys/${key.id}`, { token })
+    expect(detail.body.activations[0].app_version).toBe('3.1.4')
   })
 })
 

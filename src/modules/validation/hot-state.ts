@@ -1,6 +1,10 @@
 // The node's hot key state: SHA-256 of a key value → what validate needs to decide (status, expiry,
 // plan, limit, active devices). A known key and device is answered from here with no I/O.
 //
+// - Compact, so a million keys fit in well under 512 MB: entries are keyed by the digest in base64
+//   (44 characters; the bus and Postgres speak hex, converted at those edges, never per request), a
+//   single device is held as its string rather than a one-element array, and repeated strings
+//   (account, product, plan) are interned.
 // - Bounded: at most `maxKeys` entries, evicted in approximate LRU order (CLOCK: a hit sets a bit,
 //   eviction gives a set bit one more round), so a hit costs one property write, not a Map re-insert.
 // - Negative entries (a plain number: the time it was loaded) remember unknown hashes, so guessing
@@ -15,6 +19,7 @@
 import type { Bus, BusState } from '../../infra/bus'
 import { isConnectionError } from '../../infra/db'
 import { cacheLookups } from '../../infra/metrics'
+import { tally } from './tally'
 
 export type KeyStatus = 'active' | 'revoked' | 'expired'
 
@@ -31,7 +36,9 @@ export interface KeyRow {
   devices: string[]
 }
 
-export interface KeyState extends KeyRow {
+export interface KeyState extends Omit<KeyRow, 'devices'> {
+  /** Active fingerprints: one device as the string itself (the common case), else an array. */
+  devices: string | readonly string[]
   loadedAt: number
   /** CLOCK bit: set on a hit, cleared when eviction passes over the entry */
   used: boolean
@@ -53,14 +60,28 @@ export interface HotStateOptions {
   busState?: () => BusState
 }
 
-const hit = cacheLookups.labels('hit')
-const negativeHit = cacheLookups.labels('negative_hit')
-const miss = cacheLookups.labels('miss')
-const stale = cacheLookups.labels('stale')
+const lookups = tally(cacheLookups, 'result', ['hit', 'negative_hit', 'miss', 'stale'])
+const { hit, negative_hit: negativeHit, miss, stale } = lookups
 
 /** Re-read a hot entry in the background once it is this far into its TTL, so hot keys never wait. */
 const REFRESH_AHEAD = 0.75
 const MAX_INTERNED = 100_000
+const NO_DEVICES: readonly string[] = Object.freeze([])
+
+/** The hot-state key for a key_hash (hex, as stored and sent on the bus): the same digest in base64. */
+export const hotKeyOf = (keyHash: string) => Buffer.from(keyHash, 'hex').toString('base64')
+/** The key_hash (hex) for a hot-state key. */
+export const keyHashOf = (hotKey: string) => Buffer.from(hotKey, 'base64').toString('hex')
+
+export function hasDevice(state: KeyState, fingerprint: string): boolean {
+  const d = state.devices
+  return typeof d === 'string' ? d === fingerprint : d.includes(fingerprint)
+}
+
+export function deviceCount(state: KeyState): number {
+  const d = state.devices
+  return typeof d === 'string' ? 1 : d.length
+}
 /** How long a re-read of a known key may take before the last known state answers instead. */
 const STALE_WAIT_MS = 1_000
 const STALE = Symbol('stale')
@@ -78,14 +99,14 @@ export class HotState {
   private unsubscribe: () => void = () => {}
 
   constructor(
-    private loader: (keyHash: string) => Promise<KeyRow | null>,
+    private loader: (hotKey: string) => Promise<KeyRow | null>,
     private opts: HotStateOptions,
     bus?: Bus,
   ) {
     if (bus) {
       this.unsubscribe = bus.subscribe((msg) => {
-        if (msg.kind === 'key') this.invalidate(msg.keyHash)
-        else if (msg.kind === 'device') this.addDevice(msg.keyHash, msg.fingerprint)
+        if (msg.kind === 'key') this.invalidate(hotKeyOf(msg.keyHash))
+        else if (msg.kind === 'device') this.addDevice(hotKeyOf(msg.keyHash), msg.fingerprint)
         else if (msg.kind === 'resync') this.clear()
         // 'account': nothing here depends on the account's plan (the quota reads the principal's plan).
       })
@@ -102,18 +123,18 @@ export class HotState {
   }
 
   /**
-   * The state for `keyHash`: from memory when fresh (synchronously, no promise), else loaded. null
+   * The state for `hotKey` (see hotKeyOf): from memory when fresh (synchronously, no promise), else loaded. null
    * means no such key. Throws (a connection error) only when Postgres is unreachable and memory has
    * nothing for this hash.
    */
-  get(keyHash: string, now = Date.now()): KeyState | null | Promise<KeyState | null> {
-    const slot = this.slots.get(keyHash)
+  get(hotKey: string, now = Date.now()): KeyState | null | Promise<KeyState | null> {
+    const slot = this.slots.get(hotKey)
     if (slot !== undefined) {
       const loadedAt = typeof slot === 'number' ? slot : slot.loadedAt
       const age = now - loadedAt
       const maxAge = this.maxAge()
       if (age < maxAge) {
-        if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(keyHash)) this.start(keyHash).promise.catch(() => {})
+        if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(hotKey)) this.start(hotKey).promise.catch(() => {})
         if (typeof slot === 'number') {
           negativeHit.inc()
           return null
@@ -128,12 +149,12 @@ export class HotState {
     } else {
       miss.inc() // tried even right after a failure: Postgres may be back, and only it can answer
     }
-    return this.load(keyHash)
+    return this.load(hotKey)
   }
 
-  private async load(keyHash: string): Promise<KeyState | null> {
-    const flight = this.inflight.get(keyHash) ?? this.start(keyHash)
-    const old = this.slots.get(keyHash)
+  private async load(hotKey: string): Promise<KeyState | null> {
+    const flight = this.inflight.get(hotKey) ?? this.start(hotKey)
+    const old = this.slots.get(hotKey)
     const lastKnown = () => (typeof old === 'number' ? null : old!)
     try {
       if (old === undefined) return await flight.promise
@@ -153,23 +174,23 @@ export class HotState {
     }
   }
 
-  private start(keyHash: string): Flight {
+  private start(hotKey: string): Flight {
     const startedAt = Date.now()
     const flight: Flight = { promise: null as never, cancelled: false, epoch: this.epoch }
-    flight.promise = this.loader(keyHash).then(
+    flight.promise = this.loader(hotKey).then(
       (row) => {
         this.unreachableUntil = 0
-        if (this.inflight.get(keyHash) === flight) this.inflight.delete(keyHash)
+        if (this.inflight.get(hotKey) === flight) this.inflight.delete(hotKey)
         const state = row ? this.toState(row, startedAt) : null
-        if (!flight.cancelled && flight.epoch === this.epoch) this.store(keyHash, state ?? startedAt)
+        if (!flight.cancelled && flight.epoch === this.epoch) this.store(hotKey, state ?? startedAt)
         return state
       },
       (err) => {
-        if (this.inflight.get(keyHash) === flight) this.inflight.delete(keyHash)
+        if (this.inflight.get(hotKey) === flight) this.inflight.delete(hotKey)
         throw err
       },
     )
-    this.inflight.set(keyHash, flight)
+    this.inflight.set(hotKey, flight)
     return flight
   }
 
@@ -188,22 +209,22 @@ export class HotState {
       plan: row.plan === null ? null : this.intern(row.plan),
       expiresAt: row.expiresAt,
       limit: row.limit,
-      devices: row.devices,
+      devices: row.devices.length === 1 ? row.devices[0] : row.devices.length === 0 ? NO_DEVICES : row.devices,
       loadedAt,
       used: false,
     }
   }
 
   /** Puts an entry (newest position) and evicts past the bound. Also used by benchmarks to fill memory. */
-  store(keyHash: string, slot: Slot) {
-    this.slots.delete(keyHash)
-    this.slots.set(keyHash, slot)
+  store(hotKey: string, slot: Slot) {
+    this.slots.delete(hotKey)
+    this.slots.set(hotKey, slot)
     if (this.slots.size > this.opts.maxKeys) this.evict()
   }
 
   /** Fills the state from a row already read (bulk warm-up, benchmarks). */
-  put(keyHash: string, row: KeyRow, loadedAt = Date.now()) {
-    this.store(keyHash, this.toState(row, loadedAt))
+  put(hotKey: string, row: KeyRow, loadedAt = Date.now()) {
+    this.store(hotKey, this.toState(row, loadedAt))
   }
 
   private evict() {
@@ -220,21 +241,22 @@ export class HotState {
     }
   }
 
-  /** Drops what is known about `keyHash` (positive or negative), including a load in flight. */
-  invalidate(keyHash: string) {
-    this.slots.delete(keyHash)
-    const flight = this.inflight.get(keyHash)
+  /** Drops what is known about `hotKey` (positive or negative), including a load in flight. */
+  invalidate(hotKey: string) {
+    this.slots.delete(hotKey)
+    const flight = this.inflight.get(hotKey)
     if (flight) {
       flight.cancelled = true
-      this.inflight.delete(keyHash)
+      this.inflight.delete(hotKey)
     }
   }
 
   /** A device took a slot (here or on another node): add it without reading the key back. */
-  addDevice(keyHash: string, fingerprint: string) {
-    const slot = this.slots.get(keyHash)
-    if (slot === undefined || typeof slot === 'number') return
-    if (!slot.devices.includes(fingerprint)) slot.devices.push(fingerprint)
+  addDevice(hotKey: string, fingerprint: string) {
+    const slot = this.slots.get(hotKey)
+    if (slot === undefined || typeof slot === 'number' || hasDevice(slot, fingerprint)) return
+    const d = slot.devices
+    slot.devices = typeof d === 'string' ? [d, fingerprint] : d.length === 0 ? fingerprint : [...d, fingerprint]
   }
 
   /** Forgets everything (bus resync: invalidations may have been missed). */

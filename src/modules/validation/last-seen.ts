@@ -18,8 +18,9 @@ export class LastSeenWriter {
     return this.pending.size
   }
 
-  record(keyHash: string, fingerprint: string, appVersion: string | null, at = Date.now()) {
-    const id = keyHash + fingerprint
+  /** `hotKey`: the key's hot-state key (base64 digest); converted to key_hash only when written. */
+  record(hotKey: string, fingerprint: string, appVersion: string | null, at = Date.now()) {
+    const id = hotKey + fingerprint
     const seen = this.pending.get(id)
     if (seen) {
       seen.at = at
@@ -30,7 +31,7 @@ export class LastSeenWriter {
       const oldest = this.pending.keys().next().value
       if (oldest !== undefined) this.pending.delete(oldest)
     }
-    this.pending.set(id, { keyHash, fingerprint, at, appVersion })
+    this.pending.set(id, { hotKey, fingerprint, at, appVersion })
   }
 
   async flush(): Promise<void> {
@@ -50,7 +51,7 @@ export class LastSeenWriter {
   /** Puts unwritten entries back unless a newer validation of the same device was recorded meanwhile. */
   private requeue(rest: Seen[]) {
     for (const s of rest) {
-      const id = s.keyHash + s.fingerprint
+      const id = s.hotKey + s.fingerprint
       const newer = this.pending.get(id)
       if (!newer) this.pending.set(id, s)
       else if (newer.appVersion === null) newer.appVersion = s.appVersion

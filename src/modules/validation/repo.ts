@@ -1,5 +1,5 @@
 import type { Sql } from '../../infra/db'
-import type { KeyRow, KeyStatus } from './hot-state'
+import { keyHashOf, type KeyRow, type KeyStatus } from './hot-state'
 
 type StateRow = {
   account_id: string
@@ -30,7 +30,8 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
 }
 
 export interface Seen {
-  keyHash: string
+  /** the key's hot-state key: its key_hash digest in base64 */
+  hotKey: string
   fingerprint: string
   at: number
   appVersion: string | null
@@ -42,7 +43,7 @@ export interface Seen {
  */
 export async function touchActivations(sql: Sql, batch: Seen[]): Promise<void> {
   if (batch.length === 0) return
-  const hashes = batch.map((s) => s.keyHash)
+  const hashes = batch.map((s) => keyHashOf(s.hotKey))
   const fps = batch.map((s) => s.fingerprint)
   const ats = batch.map((s) => new Date(s.at).toISOString())
   const versions = batch.map((s) => s.appVersion)

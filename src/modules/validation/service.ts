@@ -11,19 +11,13 @@ import { claimSlot, countActive, lockKeyForSlot, releaseSlot } from '../activati
 import type { Principal } from '../api-keys/principals'
 import { activationColumns, toActivation } from '../keys/repo'
 import type { Activation } from '../keys/model'
-import { HotState, type KeyState } from './hot-state'
+import { deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyState } from './hot-state'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
+import { tally } from './tally'
 
-const outcome = {
-  valid: validateAnswers.labels('valid'),
-  not_found: validateAnswers.labels('not_found'),
-  revoked: validateAnswers.labels('revoked'),
-  expired: validateAnswers.labels('expired'),
-  activation_limit: validateAnswers.labels('activation_limit'),
-  rate_limited: validateAnswers.labels('rate_limited'),
-}
+const outcome = tally(validateAnswers, 'outcome', ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'])
 
 // Refusals never change: one frozen object each instead of an allocation per answer.
 const REFUSED: Record<Reason, ValidateAnswer> = {
@@ -68,7 +62,7 @@ export class ValidationEngine {
   constructor(private deps: Deps) {
     const { config, sql, bus } = deps
     this.hot = new HotState(
-      (keyHash) => loadKeyState(sql, keyHash),
+      (hotKey) => loadKeyState(sql, keyHashOf(hotKey)),
       { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, busState: () => bus.state() },
       bus,
     )
@@ -95,10 +89,10 @@ export class ValidationEngine {
   private decide(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
     const canonical = normalizeKeyValue(body.key)
     if (canonical === null) return refuse('not_found')
-    const keyHash = hashKeyValue(canonical)
-    const state = this.hot.get(keyHash)
-    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, keyHash, s))
-    return this.decideWith(who, body, headers, keyHash, state)
+    const hotKey = hashKeyValue(canonical, 'base64')
+    const state = this.hot.get(hotKey)
+    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, hotKey, s))
+    return this.decideWith(who, body, headers, hotKey, state)
   }
 
   /** The contract's decision order, first match wins. */
@@ -106,7 +100,7 @@ export class ValidationEngine {
     who: Principal,
     body: ValidateBody,
     headers: Headers,
-    keyHash: string,
+    hotKey: string,
     state: KeyState | null,
   ): ValidateAnswer | Promise<ValidateAnswer> {
     if (state === null || state.accountId !== who.accountId) return refuse('not_found')
@@ -117,25 +111,26 @@ export class ValidationEngine {
 
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
-    if (state.devices.includes(fingerprint)) {
-      this.lastSeen.record(keyHash, fingerprint, appVersion, now)
-      return valid(state.plan, state.expiresAt, state.devices.length, state.limit)
+    if (hasDevice(state, fingerprint)) {
+      this.lastSeen.record(hotKey, fingerprint, appVersion, now)
+      return valid(state.plan, state.expiresAt, deviceCount(state), state.limit)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
-    if (state.devices.length >= state.limit) return refuse('activation_limit')
+    if (deviceCount(state) >= state.limit) return refuse('activation_limit')
     const country = countryOf(headers.get(this.deps.config.countryHeader))
-    return this.activate(who, keyHash, state, fingerprint, appVersion, country)
+    return this.activate(who, hotKey, state, fingerprint, appVersion, country)
   }
 
   /** A device new to this node: the slot decision in Postgres, under the key row lock. */
   private async activate(
     who: Principal,
-    keyHash: string,
+    hotKey: string,
     cached: KeyState,
     fingerprint: string,
     appVersion: string | null,
     country: string | null,
   ): Promise<ValidateAnswer> {
+    const keyHash = keyHashOf(hotKey)
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
       if (!key) return { kind: 'not_found' as const }
@@ -147,17 +142,17 @@ export class ValidationEngine {
       case 'not_found':
       case 'revoked':
       case 'expired':
-        this.hot.invalidate(keyHash) // memory was behind Postgres
+        this.hot.invalidate(hotKey) // memory was behind Postgres
         return refuse(result.kind)
       case 'limit':
-        if (cached.devices.length < cached.limit) this.hot.invalidate(keyHash)
+        if (deviceCount(cached) < cached.limit) this.hot.invalidate(hotKey)
         return refuse('activation_limit')
       case 'existing':
-        this.hot.addDevice(keyHash, fingerprint)
-        this.lastSeen.record(keyHash, fingerprint, appVersion)
+        this.hot.addDevice(hotKey, fingerprint)
+        this.lastSeen.record(hotKey, fingerprint, appVersion)
         break
       case 'created':
-        this.hot.addDevice(keyHash, fingerprint)
+        this.hot.addDevice(hotKey, fingerprint)
         // Other nodes learn the device without reading it back. The activation is committed either
         // way, so a failed broadcast is logged, not turned into an error answer.
         await this.deps.bus
@@ -205,7 +200,7 @@ export class ValidationEngine {
 
   /** After a committed change to a key's slots: drop it here and on every node before answering. */
   private async changed(accountId: string, keyHash: string) {
-    this.hot.invalidate(keyHash)
+    this.hot.invalidate(hotKeyOf(keyHash))
     await this.deps.bus.publish({ kind: 'key', accountId, keyHash })
   }
 

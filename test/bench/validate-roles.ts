@@ -1,0 +1,167 @@
+// The processes the validate benchmark starts besides the node itself (see validate.ts):
+//   map             baseline (a): Bun.serve, the same JSON body, the answer from a Map
+//   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
+//   pg              reference: bare Bun.serve answering from one Postgres query per request
+//   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
+import { hash, randomBytes } from 'node:crypto'
+import { loadConfig } from '../../src/config'
+import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
+import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
+import { migrate } from '../../src/infra/migrate'
+import { startNode } from '../../src/node'
+import { keyHashOf } from '../../src/modules/validation/hot-state'
+import { loadKeyState } from '../../src/modules/validation/repo'
+import { validationEngine } from '../../src/modules/validation/service'
+
+const env = process.env
+
+export async function startHeavyRoles(role: string) {
+  if (role === 'map') return mapBaseline()
+  if (role === 'pg') return pgBaseline()
+  if (role === 'node-per-query') return perQueryNode()
+  if (role === 'memory') return memoryFigure()
+  throw new Error(`unknown bench role ${role}`)
+}
+
+/** The node as `bun run start` runs it (config from the environment), minus the hot key state. */
+async function perQueryNode() {
+  const node = await startNode(loadConfig())
+  const engine = validationEngine(node.deps)
+  // Every lookup goes to Postgres: the same code path as a cache miss, without the cache.
+  engine.hot.get = ((hotKey: string) => loadKeyState(node.deps.sql, keyHashOf(hotKey))) as never
+}
+
+type Answer = { valid: boolean; plan: string | null; expires_at: string | null; activations_used: number; activation_limit: number }
+
+function mapBaseline() {
+  const hash = hashKeyValue(normalizeKeyValue(env.BENCH_KEY!)!)
+  const keys = new Map<string, { devices: string[]; answer: Answer }>([
+    [hash, { devices: [env.BENCH_FP!], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }],
+  ])
+  Bun.serve({
+    port: Number(env.BENCH_PORT),
+    hostname: '127.0.0.1',
+    routes: {
+      '/healthz': new Response('ok'),
+      '/v1/validate': {
+        async POST(req) {
+          const body = (await req.json()) as { key: string; device_fingerprint: string }
+          const k = keys.get(hashKeyValue(normalizeKeyValue(body.key) ?? ''))
+          if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
+          return Response.json(k.answer)
+        },
+      },
+    },
+  })
+}
+
+async function pgBaseline() {
+  // External Postgres: the node's own rows in the bench database. Embedded: a PGlite of its own,
+  // seeded with the same key and device (PGlite serves one connection, so this baseline is slower).
+  let db: Db
+  const hash = env.BENCH_KEY_HASH!
+  if (env.BENCH_DB) {
+    db = connectPostgres(env.BENCH_DB, 10)
+  } else {
+    db = await startEmbedded(null)
+    await migrate(db.sql)
+    const [acct, prod, key] = [newId('acct'), newId('prod'), newId('key')]
+    await db.sql`insert into accounts (id, name, plan) values (${acct}, 'bench', 'enterprise')`
+    await db.sql`insert into products (id, account_id, name, slug) values (${prod}, ${acct}, 'bench', 'bench')`
+    await db.sql`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit)
+      values (${key}, ${acct}, ${prod}, ${hash}, 'XXXXX', 3)`
+    await db.sql`insert into activations (id, account_id, key_id, product_id, device_fingerprint)
+      values (${newId('act')}, ${acct}, ${key}, ${prod}, ${env.BENCH_FP!})`
+  }
+  const { sql } = db
+  const bearer = `Bearer ${env.BENCH_TOKEN}`
+  Bun.serve({
+    port: Number(env.BENCH_PORT),
+    hostname: '127.0.0.1',
+    routes: {
+      '/healthz': new Response('ok'),
+      '/v1/validate': {
+        async POST(req) {
+          if (req.headers.get('authorization') !== bearer) return new Response('unauthorized', { status: 401 })
+          const body = (await req.json()) as { key: string; device_fingerprint: string }
+          const keyHash = hashKeyValue(normalizeKeyValue(body.key) ?? '')
+          const [k] = await sql<{ status: string; expires_at: Date | null; plan: string | null; activation_limit: number; used: number; known: boolean }[]>`
+            select k.status, k.expires_at, k.plan, k.activation_limit,
+              (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as used,
+              exists(select 1 from activations a where a.key_id = k.id and a.status = 'active'
+                     and a.device_fingerprint = ${body.device_fingerprint.toLowerCase()}) as known
+            from license_keys k where k.key_hash = ${keyHash}`
+          if (!k) return Response.json({ valid: false, reason: 'not_found' })
+          if (k.status !== 'active') return Response.json({ valid: false, reason: k.status })
+          if (!k.known) return Response.json({ valid: false, reason: 'activation_limit' })
+          return Response.json({ valid: true, plan: k.plan, expires_at: k.expires_at, activations_used: k.used, activation_limit: k.activation_limit })
+        },
+      },
+    },
+  })
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
+
+async function memoryFigure() {
+  const n = Number(env.BENCH_KEYS ?? 1_000_000)
+  const config = loadConfig({
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    DEMO_ACCOUNT: 'false',
+    ADMIN_TOKEN: env.ADMIN_TOKEN,
+    SECRET_KEY: env.SECRET_KEY,
+    DATA_DIR: env.DATA_DIR,
+    DATABASE_URL: env.BENCH_DB || undefined,
+  })
+  const node = await startNode(config)
+  const hot = validationEngine(node.deps).hot
+  Bun.gc(true)
+  await Bun.sleep(200)
+  const before = process.memoryUsage().rss
+
+  // A real account whose first key is validated over HTTP at the end: the filled entries are live.
+  const res = await fetch(`${node.url}/admin/accounts`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${config.adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: 'Memory', plan: 'enterprise' }),
+  })
+  const { account, api_key } = (await res.json()) as { account: { id: string }; api_key: { token: string } }
+  const accounts = [account.id, ...Array.from({ length: 999 }, () => newId('acct'))]
+  const products = Array.from({ length: 1000 }, () => newId('prod'))
+  const probeKey = newKeyValue()
+  const probeFp = randomBytes(32).toString('hex')
+  const t0 = performance.now()
+  for (let i = 0; i < n; i++) {
+    // fresh strings per key, as rows read from Postgres would be
+    const hotKey = i === 0 ? hashKeyValue(normalizeKeyValue(probeKey)!, 'base64') : hash('sha256', `bench-${i}-${Math.random()}`, 'base64')
+    hot.put(hotKey, {
+      accountId: `${accounts[i % accounts.length]}`,
+      productId: `${products[i % products.length]}`,
+      status: 'active',
+      plan: i % 2 ? 'pro' : null,
+      expiresAt: i % 3 ? Date.now() + 86_400_000 * 365 : null,
+      limit: 3,
+      devices: [i === 0 ? probeFp : randomBytes(32).toString('hex')],
+    }, Date.now() + 3_600_000) // loaded "in the future": nothing expires while we measure
+  }
+  const fillMs = performance.now() - t0
+  Bun.gc(true)
+  await Bun.sleep(500)
+  Bun.gc(true)
+  const after = process.memoryUsage()
+  const probe = await fetch(`${node.url}/v1/validate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${api_key.token}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ key: probeKey, device_fingerprint: probeFp }),
+  })
+  const answer = (await probe.json()) as { valid: boolean }
+  console.log(
+    `  ${hot.size.toLocaleString('en')} keys: RSS ${mb(after.rss)} (node before filling: ${mb(before)}; ` +
+      `hot state ≈ ${mb(after.rss - before)}, ${Math.round((after.rss - before) / n)} B/key; JS heap ${mb(after.heapUsed)}) ` +
+      `target <= 512 MB; filled in ${(fillMs / 1000).toFixed(1)} s; a filled key validates from memory: ${answer.valid}`,
+  )
+  await node.stop()
+  process.exit(0)
+}

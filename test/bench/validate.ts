@@ -1,0 +1,267 @@
+// `bun run bench`: throughput and latency of POST /v1/validate for a known key and device, full stack
+// (auth, quota counting, last-seen batching, access log), against two baselines started in the same
+// run, plus the resident memory of a node holding 1,000,000 keys in its hot state. Prints figures;
+// asserts nothing (benchmarks are programs, not tests).
+//
+//   bun run bench                      embedded Postgres (PGlite) unless DATABASE_URL is set
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench
+//   BENCH_SECONDS=10 BENCH_CONNECTIONS=50 BENCH_KEYS=1000000 bun run bench
+//
+// Every server runs in its own process; the load generator is wrk (apt-get install -y wrk) when
+// installed, else a fetch loop in this process (noted in the output; far less precise).
+import { spawn, spawnSync } from 'bun'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import postgres from 'postgres'
+import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
+import { startHeavyRoles } from './validate-roles'
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
+const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
+const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
+const SECRET_KEY = 'ab'.repeat(32)
+const ROOT = join(import.meta.dir, '..', '..')
+
+const role = process.argv[2]
+if (role) {
+  await startHeavyRoles(role)
+} else {
+  await main()
+}
+
+interface Load {
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+}
+
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = s.port
+  s.stop(true)
+  return port
+}
+
+async function waitFor(url: string, ms = 60_000) {
+  const until = Date.now() + ms
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(url)).ok) return
+    } catch {}
+    await Bun.sleep(100)
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+function hasWrk(): boolean {
+  try {
+    return spawnSync(['wrk', '--version']).exitCode !== null
+  } catch {
+    return false
+  }
+}
+
+function parseMs(text: string): number {
+  const m = /([\d.]+)(us|ms|s)/.exec(text)
+  if (!m) return NaN
+  const v = Number(m[1])
+  return m[2] === 'us' ? v / 1000 : m[2] === 's' ? v * 1000 : v
+}
+
+async function wrk(url: string, token: string, body: string, seconds: number): Promise<Load> {
+  const dir = mkdtempSync(join(tmpdir(), 'keyward-bench-'))
+  const script = join(dir, 'post.lua')
+  writeFileSync(
+    script,
+    `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["Content-Type"] = "application/json"\n` +
+      `wrk.headers["Authorization"] = "Bearer ${token}"\n`,
+  )
+  const out = spawnSync(['wrk', '-t2', `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', script, url]).stdout.toString()
+  rmSync(dir, { recursive: true, force: true })
+  const rps = Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN)
+  const p50 = parseMs(/\s50%\s+(\S+)/.exec(out)?.[1] ?? '')
+  const p99 = parseMs(/\s99%\s+(\S+)/.exec(out)?.[1] ?? '')
+  const errors = Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0)
+  return { rps, p50, p99, errors }
+}
+
+/** Fallback load generator: CONNECTIONS concurrent fetch loops in this process. */
+async function fetchLoad(url: string, token: string, body: string, seconds: number): Promise<Load> {
+  const times: number[] = []
+  let errors = 0
+  const until = performance.now() + seconds * 1000
+  const headers = { 'content-type': 'application/json', authorization: `Bearer ${token}` }
+  await Promise.all(
+    Array.from({ length: CONNECTIONS }, async () => {
+      while (performance.now() < until) {
+        const t0 = performance.now()
+        const res = await fetch(url, { method: 'POST', headers, body })
+        await res.arrayBuffer()
+        if (res.status !== 200) errors++
+        times.push(performance.now() - t0)
+      }
+    }),
+  )
+  times.sort((a, b) => a - b)
+  return { rps: times.length / seconds, p50: times[Math.floor(times.length * 0.5)], p99: times[Math.floor(times.length * 0.99)], errors }
+}
+
+/** CPU seconds (user + system, all threads) a process has used so far; null where /proc is missing. */
+function cpuSeconds(pid: number | undefined): number | null {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(fields[11]) + Number(fields[12])) / 100 // utime, stime in clock ticks (USER_HZ = 100)
+  } catch {
+    return null
+  }
+}
+
+interface Measured extends Load {
+  /** Server CPU per answered request, in µs: robust to other load on the machine, unlike req/s. */
+  cpuUs: number | null
+}
+
+async function measure(name: string, target: { url: string; pid?: number }, token: string, body: string, useWrk: boolean): Promise<Measured> {
+  const run = useWrk ? wrk : fetchLoad
+  await run(target.url, token, body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
+  const before = cpuSeconds(target.pid)
+  const load = await run(target.url, token, body, SECONDS)
+  const after = cpuSeconds(target.pid)
+  const cpuUs = before === null || after === null ? null : ((after - before) * 1e6) / (load.rps * SECONDS)
+  const errs = load.errors ? `  (${load.errors} non-2xx!)` : ''
+  const cpu = cpuUs === null ? '' : `   server CPU ${cpuUs.toFixed(1).padStart(5)} µs/req`
+  console.log(
+    `${name.padEnd(44)} ${load.rps.toFixed(0).padStart(8)} req/s   p50 ${load.p50.toFixed(2).padStart(6)} ms   p99 ${load.p99.toFixed(2).padStart(6)} ms${cpu}${errs}`,
+  )
+  return { ...load, cpuUs }
+}
+
+/** An account (enterprise: unlimited quota, so runs measure counting, not 429s), a key, one device. */
+async function prepare(url: string) {
+  const call = async (method: string, path: string, token: string, body?: unknown) => {
+    const res = await fetch(url + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return res.json() as Promise<any>
+  }
+  const acct = await call('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'Bench', plan: 'enterprise' })
+  const token: string = acct.api_key.token
+  const product = await call('POST', '/v1/products', token, { name: 'Bench', slug: 'bench' })
+  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3 })
+  const fingerprint = randomBytes(32).toString('hex')
+  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
+  const first = await call('POST', '/v1/validate', token, JSON.parse(body))
+  if (first.valid !== true) throw new Error(`bench key does not validate: ${JSON.stringify(first)}`)
+  return { token, body, keyValue: key.key_value as string, fingerprint }
+}
+
+async function createBenchDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
+  const base = process.env.DATABASE_URL
+  if (!base) return { url: null, async drop() {} }
+  const name = `keyward_bench_${Date.now().toString(36)}`
+  const admin = postgres(base, { max: 1, onnotice: () => {} })
+  await admin.unsafe(`create database ${name}`)
+  await admin.end()
+  const url = new URL(base)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    async drop() {
+      const a = postgres(base, { max: 1, onnotice: () => {} })
+      await a.unsafe(`drop database if exists ${name} with (force)`)
+      await a.end()
+    },
+  }
+}
+
+async function main() {
+  const useWrk = hasWrk()
+  const db = await createBenchDatabase()
+  const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-data-'))
+  const children: ReturnType<typeof spawn>[] = []
+  const env = (extra: Record<string, string>) => ({ ...process.env, ...extra }) as Record<string, string>
+  try {
+    console.log(`Keyward validate benchmark: ${CONNECTIONS} connections, ${SECONDS} s per run, load by ${useWrk ? 'wrk' : 'fetch loop (wrk not installed)'}`)
+    console.log(`Postgres: ${db.url ? 'external (DATABASE_URL)' : 'embedded PGlite'}; ${navigator.hardwareConcurrency} cores\n`)
+
+    delete process.env.NATS_URL
+    delete process.env.REDIS_URL
+    const nodeEnv = (port: number): Record<string, string> => ({
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ADMIN_TOKEN,
+      SECRET_KEY,
+      LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'info', // the access log is part of the stack
+      DEMO_ACCOUNT: 'false',
+      DATA_DIR: mkdtempSync(join(dataDir, 'node-')),
+      ...(db.url ? { DATABASE_URL: db.url } : {}),
+    })
+    const startProcess = async (args: string[], port: number, extra: Record<string, string> = {}) => {
+      const child = spawn(['bun', ...args], { env: env({ ...nodeEnv(port), ...extra }), stdout: 'ignore', stderr: 'inherit' })
+      children.push(child)
+      await waitFor(`http://127.0.0.1:${port}/healthz`)
+      return { url: `http://127.0.0.1:${port}`, pid: child.pid }
+    }
+
+    // The full stack: a real node process, as `bun run start` runs it (access log to /dev/null).
+    const node = await startProcess([join(ROOT, 'src/main.ts')], await freePort())
+    const bench = await prepare(node.url)
+    // Baseline (b): the same node code with its hot key state taken out, so each validate reads the
+    // key (and its devices) with one Postgres query; everything else (auth, quota, logs) is the same.
+    const perQueryNode = await startProcess([import.meta.path, 'node-per-query'], await freePort())
+    const perQuery = await prepare(perQueryNode.url)
+    // Baseline (a): minimal Bun.serve, same JSON body, answer from a Map.
+    const mapPort = await freePort()
+    const mapServer = await startProcess([import.meta.path, 'map'], mapPort, { BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
+    // For reference: a minimal Bun.serve doing the check as one query (no auth cache, quota or logs).
+    const rawPort = await freePort()
+    const rawServer = await startProcess([import.meta.path, 'pg'], rawPort, {
+      BENCH_PORT: String(rawPort),
+      BENCH_DB: db.url ?? '',
+      BENCH_TOKEN: bench.token,
+      BENCH_KEY: bench.keyValue,
+      BENCH_FP: bench.fingerprint,
+      BENCH_KEY_HASH: hashKeyValue(normalizeKeyValue(bench.keyValue)!),
+    })
+
+    const a = await measure('(a) Bun.serve + JSON + Map', { url: `${mapServer.url}/v1/validate`, pid: mapServer.pid }, bench.token, bench.body, useWrk)
+    const full = await measure('Keyward full stack (POST /v1/validate)', { url: `${node.url}/v1/validate`, pid: node.pid }, bench.token, bench.body, useWrk)
+    const b = await measure('(b) same stack, one Postgres query per call', { url: `${perQueryNode.url}/v1/validate`, pid: perQueryNode.pid }, perQuery.token, perQuery.body, useWrk)
+    const viaElysia = await measure('    full stack via the Elysia route', { url: `${node.url}/v1/validate/`, pid: node.pid }, bench.token, bench.body, useWrk)
+    const raw = await measure('    bare Bun.serve + one query (reference)', { url: `${rawServer.url}/v1/validate`, pid: rawServer.pid }, bench.token, bench.body, useWrk)
+    console.log('')
+    console.log(`full stack / (a) = ${(full.rps / a.rps).toFixed(2)}x   (target >= 0.85x)`)
+    console.log(`full stack / (b) = ${(full.rps / b.rps).toFixed(2)}x   (target >= 4x)`)
+    console.log(`full stack / bare Bun.serve + one query = ${(full.rps / raw.rps).toFixed(2)}x`)
+    if (a.cpuUs && full.cpuUs) {
+      console.log(`server CPU per request: (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs ` +
+        `(the stack's own work: ${(full.cpuUs - a.cpuUs).toFixed(1)} µs/req over the baseline)`)
+    }
+    console.log(`Elysia route / (a) = ${(viaElysia.rps / a.rps).toFixed(2)}x   (why the hot route bypasses the framework)`)
+    for (const c of children) c.kill()
+    await Promise.all(children.map((c) => c.exited))
+    children.length = 0
+
+    // Memory: a fresh node process filled with KEYS keys (one active device each).
+    console.log(`\nResident memory of a node holding ${KEYS.toLocaleString('en')} keys in its hot state:`)
+    const mem = spawn(['bun', import.meta.path, 'memory'], {
+      env: env({ BENCH_DB: db.url ?? '', BENCH_KEYS: String(KEYS), SECRET_KEY, ADMIN_TOKEN, DATA_DIR: dataDir }),
+      stdout: 'inherit',
+      stderr: 'inherit',
+    })
+    children.push(mem)
+    await mem.exited
+  } finally {
+    for (const c of children) c.kill()
+    await Promise.all(children.map((c) => c.exited))
+    rmSync(dataDir, { recursive: true, force: true })
+    await db.drop()
+  }
+}
+
