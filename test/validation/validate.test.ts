@@ -229,3 +229,25 @@ test('the Elysia route (app.handle) answers exactly as the served fast path', as
     }
   }
 })
+
+test('/metrics counts validate answers, cache lookups and the route latency', async () => {
+  const { token, key } = await setup(h)
+  const value = async (name: string) => {
+    const text = await (await fetch(`${h.node.url}/metrics`)).text()
+    const line = text.split('\n').find((l) => l.startsWith(name))
+    return line ? Number(line.split(' ').pop()) : 0
+  }
+  const valid = 'keyward_validate_answers_total{outcome="valid"}'
+  const notFound = 'keyward_validate_answers_total{outcome="not_found"}'
+  const hits = 'keyward_hot_cache_lookups_total{result="hit"}'
+  const latency = 'keyward_http_request_duration_seconds_count{method="POST",route="/v1/validate",status="200"}'
+  const before = await Promise.all([valid, notFound, hits, latency].map(value))
+  const fp = fingerprint()
+  for (let i = 0; i < 3; i++) await validate(h.call, token, { key: key.key_value, device_fingerprint: fp })
+  await validate(h.call, token, { key: 'nonsense', device_fingerprint: fp })
+  const after = await Promise.all([valid, notFound, hits, latency].map(value))
+  expect(after[0] - before[0]).toBe(3)
+  expect(after[1] - before[1]).toBe(1)
+  expect(after[2] - before[2]).toBe(2) // the first call loaded the key; the next two were hits
+  expect(after[3] - before[3]).toBe(4)
+})
