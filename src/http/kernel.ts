@@ -2,7 +2,7 @@
 // one error envelope (problem+json) and one access-log line per request.
 import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
-import { ulid } from '../infra/crypto'
+import { newRequestId } from '../infra/crypto'
 import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
 import { isDraining } from './drain'
@@ -15,7 +15,7 @@ const started = new WeakMap<Request, number>()
 
 export function requestIdOf(request: Request): string {
   const given = request.headers.get('x-request-id')
-  return given && SANE_REQUEST_ID.test(given) ? given : `req_${ulid()}`
+  return given !== null && SANE_REQUEST_ID.test(given) ? given : newRequestId()
 }
 
 /**
