@@ -3,6 +3,7 @@
 import type { Bus } from '../../infra/bus'
 import { API_TOKEN_RE, sha256Hex } from '../../infra/crypto'
 import { isConnectionError, type Sql } from '../../infra/db'
+import { DigestMemo } from '../../infra/digest-memo'
 import type { Plan } from '../accounts/plans'
 import { findPrincipal, touchApiKeys } from './repo'
 import type { Scope } from './scopes'
@@ -24,6 +25,9 @@ const RETRY_UNREACHABLE_MS = 1_000
 
 export const hashToken = (token: string) => sha256Hex(`api-token:${token}`)
 
+/** Authorization header → token hash for callers seen recently (see infra/digest-memo.ts). */
+const KNOWN_HEADERS = 4096
+
 /**
  * Freshness follows the key hot state (validation/hot-state.ts): an entry is trusted for `ttlMs`, or
  * only `degradedTtlMs` while the bus is down (an API-key revocation may have been missed); past that
@@ -36,6 +40,8 @@ export class Principals {
   private lastUsed = new Map<string, number>()
   private unreachableUntil = 0
   private unsubscribe: () => void
+  /** Only headers whose token has an entry are remembered: garbage tokens cannot churn it. */
+  private headers = new DigestMemo(KNOWN_HEADERS)
 
   constructor(
     private sql: Sql,
@@ -52,14 +58,21 @@ export class Principals {
 
   /** The principal for an `Authorization` header value, or null (unknown, malformed, revoked). */
   authenticate(header: string | null | undefined): Principal | null | Promise<Principal | null> {
-    // The auth scheme is case-insensitive (RFC 9110 §11.1); the token itself is not.
-    const match = header ? /^bearer +(\S+) *$/i.exec(header) : null
-    if (!match) return null
-    const token = match[1]
-    if (!API_TOKEN_RE.test(token)) return null
-    const tokenHash = hashToken(token)
+    if (!header) return null
+    // A header seen before skips the parsing and the SHA-256 (it passed both when it was remembered).
+    let tokenHash = this.headers.get(header)
+    let entry = tokenHash === undefined ? undefined : this.byHash.get(tokenHash)
+    if (tokenHash === undefined) {
+      // The auth scheme is case-insensitive (RFC 9110 §11.1); the token itself is not.
+      const match = /^bearer +(\S+) *$/i.exec(header)
+      if (!match) return null
+      const token = match[1]
+      if (!API_TOKEN_RE.test(token)) return null
+      tokenHash = hashToken(token)
+      entry = this.byHash.get(tokenHash)
+      if (entry) this.headers.set(header, tokenHash)
+    }
     const now = Date.now()
-    const entry = this.byHash.get(tokenHash)
     const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
     // Fresh, or Postgres failed us a moment ago (answer from memory instead of queueing behind it).
     if (entry && (now - entry.loadedAt < maxAge || now < this.unreachableUntil)) {

@@ -5,6 +5,7 @@ import type { Deps } from '../../deps'
 import { AppError, notFound } from '../../http/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
 import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
+import { DigestMemo } from '../../infra/digest-memo'
 import { validateAnswers } from '../../infra/metrics'
 import { PLAN_LIMITS } from '../accounts/plans'
 import { claimSlot, countActive, lockKeyForSlot, releaseSlot } from '../activations/repo'
@@ -16,6 +17,9 @@ import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
 import { tally } from './tally'
+
+/** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
+const KNOWN_KEY_VALUES = 65_536
 
 const outcome = tally(validateAnswers, 'outcome', ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'])
 
@@ -58,6 +62,8 @@ function countryOf(value: string | null): string | null {
 export class ValidationEngine {
   readonly hot: HotState
   readonly lastSeen: LastSeenWriter
+  /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
+  private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
 
   constructor(private deps: Deps) {
     const { config, sql, bus } = deps
@@ -87,9 +93,13 @@ export class ValidationEngine {
   }
 
   private decide(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
-    const canonical = normalizeKeyValue(body.key)
-    if (canonical === null) return refuse('not_found')
-    const hotKey = hashKeyValue(canonical, 'base64')
+    let hotKey = this.keyValues.get(body.key)
+    if (hotKey === undefined) {
+      const canonical = normalizeKeyValue(body.key)
+      if (canonical === null) return refuse('not_found')
+      hotKey = hashKeyValue(canonical, 'base64')
+      this.keyValues.set(body.key, hotKey)
+    }
     const state = this.hot.get(hotKey)
     if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, hotKey, s))
     return this.decideWith(who, body, headers, hotKey, state)
