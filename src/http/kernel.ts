@@ -33,13 +33,19 @@ export async function readJson(request: Request): Promise<unknown> {
   try {
     value = JSON.parse(utf8.decode(buf))
   } catch {
-    throw new AppError('invalid_request', 'The request body is not valid JSON', {
-      errors: [{ field: 'body', message: 'must be valid JSON' }],
-    })
+    throw notJson()
   }
+  return checkJsonObject(value)
+}
+
+export const notJson = () =>
+  new AppError('invalid_request', 'The request body is not valid JSON', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
+
+/** A parsed body as the contract wants it: an object, no NUL in any string or key. */
+export function checkJsonObject(value: unknown): object {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid('body', 'must be a JSON object')
-  const nul = findNul(value, 'body')
-  if (nul) throw invalid(nul, 'must not contain NUL characters')
+  // The walk that names the field builds a path string per property: only run it once we know.
+  if (hasNul(value)) throw invalid(findNul(value, 'body') ?? 'body', 'must not contain NUL characters')
   return value
 }
 
@@ -60,6 +66,13 @@ async function readLimited(request: Request): Promise<Uint8Array> {
     chunks.push(chunk)
   }
   return Buffer.concat(chunks, size)
+}
+
+function hasNul(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes('\u0000')
+  if (value === null || typeof value !== 'object') return false
+  for (const k in value) if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k])) return true
+  return false
 }
 
 /** The path of the first string (or object key) holding U+0000, or null. */

@@ -7,8 +7,8 @@ import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValidationError } from 'elysia'
 import type { Deps } from '../../deps'
 import { isDraining } from '../../http/drain'
-import { AppError, problemResponse } from '../../http/errors'
-import { MAX_BODY_BYTES, readJson, requestIdOf, toAppError } from '../../http/kernel'
+import { AppError, invalid, problemResponse } from '../../http/errors'
+import { checkJsonObject, MAX_BODY_BYTES, notJson, readJson, requestIdOf, toAppError } from '../../http/kernel'
 import { httpDuration } from '../../infra/metrics'
 import { allows } from '../api-keys/scopes'
 import { AccessLog } from './access-log'
@@ -32,19 +32,22 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
     const requestId = requestIdOf(request)
     let response: Response
     try {
-      const declared = Number(request.headers.get('content-length') ?? 0)
+      const headers = request.headers
+      const length = headers.get('content-length')
+      const declared = length === null ? 0 : Number(length)
       if (declared > MAX_BODY_BYTES) {
         throw new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
       }
-      let principal = principals.authenticate(request.headers.get('authorization'))
+      let principal = principals.authenticate(headers.get('authorization'))
       if (principal instanceof Promise) principal = await principal
       if (!principal) throw new AppError('unauthorized', 'Missing, malformed or unknown API key')
       if (!allows(principal.scope, 'validate')) {
         throw new AppError('insufficient_scope', 'This route needs the validate scope (or full_access)')
       }
-      const body = await readJson(request)
+      const body = length === null ? await readJson(request) : await readDeclared(request, declared)
       if (!checkBody.Check(body)) throw toAppError('VALIDATION', new ValidationError('body', checkBody, body), log, requestId)
-      let answer = engine.validate(principal, body, request.headers)
+      if (body.app_version != null && body.app_version.includes('\uFFFD')) throw invalid('body.app_version', 'must be valid UTF-8')
+      let answer = engine.validate(principal, body, headers)
       if (answer instanceof Promise) answer = await answer
       response = new Response(JSON.stringify(answer), {
         headers: { 'content-type': JSON_HEADERS, 'x-request-id': requestId },
@@ -60,4 +63,23 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
     accessLog.write('POST', ROUTE, status, Math.round(seconds * 1e5) / 100, requestId)
     return response
   }
+}
+
+/**
+ * A body whose length is declared (and within the limit, checked by the caller): Bun's own
+ * `request.json()`, measured ≈2 µs cheaper per call than bytes + a fatal decoder + JSON.parse. It
+ * decodes invalid UTF-8 to U+FFFD instead of failing, which on this route is harmless or refused: a
+ * key holding one cannot be a key (not_found), the fingerprint pattern rejects it, a product id
+ * holding one matches none (not_found), and app_version (the one string stored) is refused with a
+ * 400 when it holds one. Bodies without a declared length keep the streamed, strict reader.
+ */
+async function readDeclared(request: Request, declared: number): Promise<unknown> {
+  if (declared === 0) return {}
+  let value: unknown
+  try {
+    value = await request.json()
+  } catch {
+    throw notJson()
+  }
+  return checkJsonObject(value)
 }
