@@ -13,6 +13,7 @@ import { httpDuration } from '../../infra/metrics'
 import { allows } from '../api-keys/scopes'
 import { AccessLog } from './access-log'
 import { ValidateBody } from './model'
+import { RouteLatency } from './route-latency'
 import { validationEngine } from './service'
 
 const checkBody = TypeCompiler.Compile(ValidateBody)
@@ -23,9 +24,7 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
   const engine = validationEngine(deps)
   const { principals, log } = deps
   const accessLog = new AccessLog(log)
-  const durations = {
-    200: httpDuration.labels('POST', ROUTE, '200'),
-  }
+  const latency = new RouteLatency(httpDuration, 'POST', ROUTE)
 
   return async function validateRoute(request: Request, server?: object): Promise<Response> {
     const t0 = performance.now()
@@ -58,8 +57,7 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
     if (isDraining(server)) response.headers.set('connection', 'close') // shutting down: see http/drain.ts
     const seconds = (performance.now() - t0) / 1000
     const status = response.status
-    if (status === 200) durations[200].observe(seconds)
-    else httpDuration.labels('POST', ROUTE, String(status)).observe(seconds)
+    latency.observe(status, seconds)
     accessLog.write('POST', ROUTE, status, Math.round(seconds * 1e5) / 100, requestId)
     return response
   }
