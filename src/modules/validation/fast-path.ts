@@ -25,6 +25,7 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
   const { principals, log } = deps
   const accessLog = new AccessLog(log)
   const latency = new RouteLatency(httpDuration, 'POST', ROUTE)
+  const answerInit = { headers: { 'content-type': JSON_HEADERS, 'x-request-id': '' } }
 
   return async function validateRoute(request: Request, server?: object): Promise<Response> {
     const t0 = performance.now()
@@ -43,14 +44,29 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
       if (!allows(principal.scope, 'validate')) {
         throw new AppError('insufficient_scope', 'This route needs the validate scope (or full_access)')
       }
-      const body = length === null ? await readJson(request) : await readDeclared(request, declared)
+      let body: unknown
+      if (length === null) body = await readJson(request)
+      else if (declared === 0) body = {}
+      else {
+        // A declared length (within the limit) lets Bun's own request.json() read it: measured ≈2 µs
+        // cheaper than bytes + a fatal decoder + JSON.parse (inline: one async frame fewer). It turns
+        // invalid UTF-8 into U+FFFD instead of failing, which here is harmless or refused: a key
+        // holding one cannot be a key (not_found), the fingerprint pattern rejects it, a product id
+        // matches none (not_found), and app_version, the one string stored, is refused below.
+        try {
+          body = await request.json()
+        } catch {
+          throw notJson()
+        }
+        body = checkJsonObject(body)
+      }
       if (!checkBody.Check(body)) throw toAppError('VALIDATION', new ValidationError('body', checkBody, body), log, requestId)
       if (body.app_version != null && body.app_version.includes('\uFFFD')) throw invalid('body.app_version', 'must be valid UTF-8')
       let answer = engine.validate(principal, body, headers)
       if (answer instanceof Promise) answer = await answer
-      response = new Response(JSON.stringify(answer), {
-        headers: { 'content-type': JSON_HEADERS, 'x-request-id': requestId },
-      })
+      // Response copies the headers when it is built, so one init object serves every answer.
+      answerInit.headers['x-request-id'] = requestId
+      response = new Response(JSON.stringify(answer), answerInit)
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId)
     }
@@ -63,21 +79,3 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
   }
 }
 
-/**
- * A body whose length is declared (and within the limit, checked by the caller): Bun's own
- * `request.json()`, measured ≈2 µs cheaper per call than bytes + a fatal decoder + JSON.parse. It
- * decodes invalid UTF-8 to U+FFFD instead of failing, which on this route is harmless or refused: a
- * key holding one cannot be a key (not_found), the fingerprint pattern rejects it, a product id
- * holding one matches none (not_found), and app_version (the one string stored) is refused with a
- * 400 when it holds one. Bodies without a declared length keep the streamed, strict reader.
- */
-async function readDeclared(request: Request, declared: number): Promise<unknown> {
-  if (declared === 0) return {}
-  let value: unknown
-  try {
-    value = await request.json()
-  } catch {
-    throw notJson()
-  }
-  return checkJsonObject(value)
-}
