@@ -15,6 +15,7 @@ import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
+import { accessLogFor } from './modules/validation/access-log'
 import { validationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
@@ -101,6 +102,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await deps.counters.close()
         await deps.bus.close()
         if (!options.db) await db.close()
+        accessLogFor(log).flush() // the validate route's batched access-log lines, then pino's buffer
         log.flush?.()
       })()
       return stopping

@@ -11,7 +11,7 @@ import { AppError, invalid, problemResponse } from '../../http/errors'
 import { checkJsonObject, MAX_BODY_BYTES, notJson, readJson, requestIdOf, toAppError } from '../../http/kernel'
 import { httpDuration } from '../../infra/metrics'
 import { allows } from '../api-keys/scopes'
-import { AccessLog } from './access-log'
+import { accessLogFor } from './access-log'
 import { ValidateBody } from './model'
 import { RouteLatency } from './route-latency'
 import { validationEngine } from './service'
@@ -23,7 +23,7 @@ const JSON_HEADERS = 'application/json;charset=utf-8' // as Elysia answers every
 export function fastValidate(deps: Deps): (request: Request, server?: object) => Promise<Response> {
   const engine = validationEngine(deps)
   const { principals, log } = deps
-  const accessLog = new AccessLog(log)
+  const accessLog = accessLogFor(log)
   const latency = new RouteLatency(httpDuration, 'POST', ROUTE)
   const answerInit = { headers: { 'content-type': JSON_HEADERS, 'x-request-id': '' } }
 
