@@ -33,9 +33,11 @@ export function accessLogFor(log: Logger): AccessLog {
 class AccessLog {
   private lines: string[] = []
   private timer: Timer | null = null
-  /** The time field changes once per millisecond; tens of lines share it at load. */
+  /** Everything before the status changes once per millisecond: tens of lines share it at load. */
   private lastMs = 0
-  private lastTime = ''
+  private lastMethod = ''
+  private lastRoute = ''
+  private prefix = ''
 
   constructor(private log: Logger) {}
 
@@ -43,14 +45,13 @@ class AccessLog {
     if (!this.log.isLevelEnabled('info')) return
     const l = this.log as unknown as Internals
     const now = Date.now()
-    if (now !== this.lastMs) {
+    if (now !== this.lastMs || method !== this.lastMethod || route !== this.lastRoute) {
       this.lastMs = now
-      this.lastTime = time(l)
+      this.lastMethod = method
+      this.lastRoute = route
+      this.prefix = `{"level":30${time(l)}${bindings(l)},"method":"${method}","route":"${route}","status":`
     }
-    this.lines.push(
-      `{"level":30${this.lastTime}${bindings(l)},"method":"${method}","route":"${route}","status":${status},` +
-        `"ms":${ms},"request_id":"${requestId}"}\n`,
-    )
+    this.lines.push(`${this.prefix}${status},"ms":${ms},"request_id":"${requestId}"}\n`)
     if (this.lines.length >= MAX_LINES) this.flush()
     else if (this.timer === null) this.timer = setTimeout(() => this.flush(), MAX_WAIT_MS).unref()
   }
