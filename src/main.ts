@@ -1,7 +1,7 @@
 // `bun run start`: one node on the configured (or embedded) stores; with WORKERS=N > 1, a supervisor
 // of N worker processes on one port (see supervisor.ts), each of which runs this file as a node.
 import { ConfigError, loadConfig } from './config'
-import { startNode } from './node'
+import { startNode, StartupError } from './node'
 import { supervise, workerArgs } from './supervisor'
 
 let config
@@ -18,7 +18,16 @@ try {
 const worker = workerArgs()
 if (config.workers > 1 && !worker.isWorker) await supervise(config)
 
-const node = await startNode(config, { port: worker.port })
+let node
+try {
+  node = await startNode(config, { port: worker.port })
+} catch (err) {
+  if (err instanceof StartupError) {
+    console.error(err.message)
+    process.exit(1)
+  }
+  throw err
+}
 const mode = config.embedded ? `embedded (data in ${config.dataDir})` : 'external Postgres'
 console.log(`Keyward listening on ${node.url}  [${mode}]`)
 console.log(`API docs: ${node.url}/docs   OpenAPI: ${node.url}/docs/json`)

@@ -57,21 +57,33 @@ export async function buildDeps(config: Config, db: Db, log: Logger): Promise<De
   return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }
 }
 
+/** The node could not start (e.g. its port is taken): a message for the operator, not a stack. */
+export class StartupError extends Error {}
+
 export async function startNode(config: Config, options: { db?: Db; log?: Logger; port?: number } = {}): Promise<Node> {
   const log = options.log ?? createLogger(config.logLevel)
   const db = options.db ?? (await openDb(config))
   await migrate(db.sql)
   const deps = await buildDeps(config, db, log)
 
+  const app = createApp(deps)
+  const port = options.port ?? config.port
+  try {
+    app.listen({ port, hostname: config.host, reusePort: config.workers > 1 })
+  } catch (err) {
+    deps.principals.close()
+    await Promise.allSettled([deps.bus.close(), deps.counters.close(), options.db ? null : db.close()])
+    const busy = (err as { code?: string }).code === 'EADDRINUSE'
+    throw new StartupError(`Cannot listen on ${config.host}:${port}: ${busy ? 'the port is in use (set PORT to another one)' : String(err)}`)
+  }
+  const server = app.server!
+
+  // Only once we serve: the demo token is shown once, so a failed start must not consume it.
   let demoToken: string | null = null
   if (config.demoAccount && (await countAccounts(db.sql)) === 0) {
     const { api_key } = await createAccount(db.sql, { name: 'Demo', plan: 'growth' }, deps.secretKey)
     demoToken = api_key.token
   }
-
-  const app = createApp(deps)
-  app.listen({ port: options.port ?? config.port, hostname: config.host, reusePort: config.workers > 1 })
-  const server = app.server!
   const validation = validationEngine(deps)
   const jobs = [
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
