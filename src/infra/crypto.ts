@@ -27,6 +27,8 @@ let idPoolAt = idPool.length
 let lastMs = -1
 let lastTime = ''
 
+const lastRand = new Uint8Array(16)
+
 /** ULID: 10 chars of millisecond time + 16 random Crockford chars, so ids sort by creation time. */
 export function ulid(now = Date.now()): string {
   if (now !== lastMs) {
@@ -34,13 +36,24 @@ export function ulid(now = Date.now()): string {
     for (let i = 0, ms = now; i < 10; i++, ms = Math.floor(ms / 32)) time = CROCKFORD[ms % 32] + time
     lastMs = now
     lastTime = time
-  }
-  if (idPoolAt + 16 > idPool.length) {
-    randomFillSync(idPool)
-    idPoolAt = 0
+    if (idPoolAt + 16 > idPool.length) {
+      randomFillSync(idPool)
+      idPoolAt = 0
+    }
+    for (let i = 0; i < 16; i++) lastRand[i] = idPool[idPoolAt++] & 31
+  } else {
+    // Monotonic within a millisecond (the ULID spec's monotonic mode): the random part counts up, so
+    // ids made by one process sort in creation order even when their timestamps tie ("ties by id").
+    for (let i = 15; i >= 0; i--) {
+      if (lastRand[i] < 31) {
+        lastRand[i]++
+        break
+      }
+      lastRand[i] = 0
+    }
   }
   let rand = ''
-  for (let i = 0; i < 16; i++) rand += CROCKFORD[idPool[idPoolAt++] & 31]
+  for (let i = 0; i < 16; i++) rand += CROCKFORD[lastRand[i]]
   return lastTime + rand
 }
 
