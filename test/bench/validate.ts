@@ -14,8 +14,8 @@ import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import postgres from 'postgres'
 import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
+import { createDatabaseOn } from '../support/harness'
 import { startHeavyRoles } from './validate-roles'
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
@@ -163,21 +163,7 @@ async function prepare(url: string) {
 
 async function createBenchDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
   const base = process.env.DATABASE_URL
-  if (!base) return { url: null, async drop() {} }
-  const name = `keyward_bench_${Date.now().toString(36)}`
-  const admin = postgres(base, { max: 1, onnotice: () => {} })
-  await admin.unsafe(`create database ${name}`)
-  await admin.end()
-  const url = new URL(base)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    async drop() {
-      const a = postgres(base, { max: 1, onnotice: () => {} })
-      await a.unsafe(`drop database if exists ${name} with (force)`)
-      await a.end()
-    },
-  }
+  return base ? createDatabaseOn(base, 'keyward_bench') : { url: null, async drop() {} }
 }
 
 async function main() {

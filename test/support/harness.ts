@@ -34,7 +34,18 @@ export async function freshDatabase(): Promise<TestDb> {
       },
     }
   }
-  const name = `keyward_test_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`
+  const db = await createDatabaseOn(base, 'keyward_test')
+  return {
+    ...db,
+    async open() {
+      return connectPostgres(db.url)
+    },
+  }
+}
+
+/** A brand-new database named `<prefix>_<random>` on the server of `base`; `drop` removes it. */
+export async function createDatabaseOn(base: string, prefix: string) {
+  const name = `${prefix}_${Date.now().toString(36)}_${Math.random().toString(36).slice(2, 8)}`
   const admin = postgres(base, { max: 1, onnotice: () => {} })
   await admin.unsafe(`create database ${name}`)
   await admin.end()
@@ -43,9 +54,6 @@ export async function freshDatabase(): Promise<TestDb> {
   return {
     url: url.toString(),
     name,
-    async open() {
-      return connectPostgres(url.toString())
-    },
     async drop() {
       const a = postgres(base, { max: 1, onnotice: () => {} })
       await a.unsafe(`drop database if exists ${name} with (force)`)
