@@ -5,7 +5,12 @@
 //
 //   bun run bench                      embedded Postgres (PGlite) unless DATABASE_URL is set
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench
-//   BENCH_SECONDS=10 BENCH_CONNECTIONS=50 BENCH_KEYS=1000000 bun run bench
+//   BENCH_ROUNDS=5 BENCH_SECONDS=5 BENCH_CONNECTIONS=50 BENCH_KEYS=1000000 bun run bench
+//
+// The servers are measured in rounds, one after another within each round, and every figure is the
+// median over the rounds; each ratio is the median of the ratios within a round (servers measured
+// seconds apart). On a shared 2-core VM a single run of one server can be 40% off its usual figure:
+// one measurement per server would let a noisy moment decide the ratio.
 //
 // Every server runs in its own process; the load generator is wrk (apt-get install -y wrk) when
 // installed, else a fetch loop in this process (noted in the output; far less precise).
@@ -18,7 +23,8 @@ import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { createDatabaseOn } from '../support/harness'
 import { startHeavyRoles } from './validate-roles'
 
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 10)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
@@ -125,19 +131,41 @@ interface Measured extends Load {
   cpuUs: number | null
 }
 
-async function measure(name: string, target: { url: string; pid?: number }, token: string, body: string, useWrk: boolean): Promise<Measured> {
+async function measure(target: { url: string; pid?: number }, token: string, body: string, useWrk: boolean): Promise<Measured> {
   const run = useWrk ? wrk : fetchLoad
-  await run(target.url, token, body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
   const before = cpuSeconds(target.pid)
   const load = await run(target.url, token, body, SECONDS)
   const after = cpuSeconds(target.pid)
   const cpuUs = before === null || after === null ? null : ((after - before) * 1e6) / (load.rps * SECONDS)
-  const errs = load.errors ? `  (${load.errors} non-2xx!)` : ''
-  const cpu = cpuUs === null ? '' : `   server CPU ${cpuUs.toFixed(1).padStart(5)} µs/req`
-  console.log(
-    `${name.padEnd(44)} ${load.rps.toFixed(0).padStart(8)} req/s   p50 ${load.p50.toFixed(2).padStart(6)} ms   p99 ${load.p99.toFixed(2).padStart(6)} ms${cpu}${errs}`,
-  )
   return { ...load, cpuUs }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((x, y) => x - y)
+  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
+}
+
+function summary(name: string, runs: Measured[]): Measured {
+  const m: Measured = {
+    rps: median(runs.map((r) => r.rps)),
+    p50: median(runs.map((r) => r.p50)),
+    p99: median(runs.map((r) => r.p99)),
+    errors: runs.reduce((n, r) => n + r.errors, 0),
+    cpuUs: runs.some((r) => r.cpuUs === null) ? null : median(runs.map((r) => r.cpuUs!)),
+  }
+  const spread = `${Math.min(...runs.map((r) => r.rps)).toFixed(0)}–${Math.max(...runs.map((r) => r.rps)).toFixed(0)}`
+  const errs = m.errors ? `  (${m.errors} non-2xx!)` : ''
+  const cpu = m.cpuUs === null ? '' : `   CPU ${m.cpuUs.toFixed(1).padStart(5)} µs/req`
+  console.log(
+    `${name.padEnd(44)} ${m.rps.toFixed(0).padStart(7)} req/s (${spread.padStart(13)})   p50 ${m.p50.toFixed(2).padStart(5)} ms   p99 ${m.p99.toFixed(2).padStart(5)} ms${cpu}${errs}`,
+  )
+  return m
+}
+
+/** Median and range of the per-round ratios x[i] / y[i]. */
+function ratio(label: string, x: Measured[], y: Measured[], target: string) {
+  const r = x.map((m, i) => m.rps / y[i].rps)
+  console.log(`${label} = ${median(r).toFixed(2)}x   (rounds ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)})   ${target}`)
 }
 
 /** An account (enterprise: unlimited quota, so runs measure counting, not 429s), a key, one device. */
@@ -173,7 +201,7 @@ async function main() {
   const children: ReturnType<typeof spawn>[] = []
   const env = (extra: Record<string, string>) => ({ ...process.env, ...extra }) as Record<string, string>
   try {
-    console.log(`Keyward validate benchmark: ${CONNECTIONS} connections, ${SECONDS} s per run, load by ${useWrk ? 'wrk' : 'fetch loop (wrk not installed)'}`)
+    console.log(`Keyward validate benchmark: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s per server, load by ${useWrk ? 'wrk' : 'fetch loop (wrk not installed)'}`)
     console.log(`Postgres: ${db.url ? 'external (DATABASE_URL)' : 'embedded PGlite'}; ${navigator.hardwareConcurrency} cores\n`)
 
     delete process.env.NATS_URL
@@ -216,20 +244,38 @@ async function main() {
       BENCH_KEY_HASH: hashKeyValue(normalizeKeyValue(bench.keyValue)!),
     })
 
-    const a = await measure('(a) Bun.serve + JSON + Map', { url: `${mapServer.url}/v1/validate`, pid: mapServer.pid }, bench.token, bench.body, useWrk)
-    const full = await measure('Keyward full stack (POST /v1/validate)', { url: `${node.url}/v1/validate`, pid: node.pid }, bench.token, bench.body, useWrk)
-    const b = await measure('(b) same stack, one Postgres query per call', { url: `${perQueryNode.url}/v1/validate`, pid: perQueryNode.pid }, perQuery.token, perQuery.body, useWrk)
-    const viaElysia = await measure('    full stack via the Elysia route', { url: `${node.url}/v1/validate/`, pid: node.pid }, bench.token, bench.body, useWrk)
-    const raw = await measure('    bare Bun.serve + one query (reference)', { url: `${rawServer.url}/v1/validate`, pid: rawServer.pid }, bench.token, bench.body, useWrk)
-    console.log('')
-    console.log(`full stack / (a) = ${(full.rps / a.rps).toFixed(2)}x   (target >= 0.85x)`)
-    console.log(`full stack / (b) = ${(full.rps / b.rps).toFixed(2)}x   (target >= 4x)`)
-    console.log(`full stack / bare Bun.serve + one query = ${(full.rps / raw.rps).toFixed(2)}x`)
-    if (a.cpuUs && full.cpuUs) {
-      console.log(`server CPU per request: (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs ` +
-        `(the stack's own work: ${(full.cpuUs - a.cpuUs).toFixed(1)} µs/req over the baseline)`)
+    const servers = [
+      { name: '(a) Bun.serve + JSON + Map', url: `${mapServer.url}/v1/validate`, pid: mapServer.pid, auth: bench },
+      { name: 'Keyward full stack (POST /v1/validate)', url: `${node.url}/v1/validate`, pid: node.pid, auth: bench },
+      { name: '(b) same stack, one Postgres query per call', url: `${perQueryNode.url}/v1/validate`, pid: perQueryNode.pid, auth: perQuery },
+      { name: '    full stack via the Elysia route', url: `${node.url}/v1/validate/`, pid: node.pid, auth: bench },
+      { name: '    bare Bun.serve + one query (reference)', url: `${rawServer.url}/v1/validate`, pid: rawServer.pid, auth: bench },
+    ]
+    const run = useWrk ? wrk : fetchLoad
+    for (const s of servers) await run(s.url, s.auth.token, s.auth.body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
+    const runs: Measured[][] = servers.map(() => [])
+    for (let round = 0; round < ROUNDS; round++) {
+      const line: string[] = []
+      for (const [i, s] of servers.entries()) {
+        const m = await measure(s, s.auth.token, s.auth.body, useWrk)
+        runs[i].push(m)
+        line.push(m.rps.toFixed(0))
+      }
+      console.log(`round ${round + 1}/${ROUNDS}: ${line.join(' | ')} req/s`)
     }
-    console.log(`Elysia route / (a) = ${(viaElysia.rps / a.rps).toFixed(2)}x   (why the hot route bypasses the framework)`)
+    console.log('')
+    const [a, full, b] = servers.map((s, i) => summary(s.name, runs[i]))
+    const [aRuns, fullRuns, bRuns, elysiaRuns, rawRuns] = runs
+    console.log('')
+    ratio('full stack / (a)', fullRuns, aRuns, '(target >= 0.85x)')
+    ratio('full stack / (b)', fullRuns, bRuns, '(target >= 4x)')
+    ratio('(a) / (b)', aRuns, bRuns, '(the most any stack in front of the Map could reach against (b))')
+    ratio('full stack / bare Bun.serve + one query', fullRuns, rawRuns, '')
+    ratio('Elysia route / (a)', elysiaRuns, aRuns, '(why the hot route bypasses the framework)')
+    if (a.cpuUs && full.cpuUs) {
+      console.log(`server CPU per request (medians): (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs, ` +
+        `(b) ${b.cpuUs?.toFixed(1)} µs (the stack's own work: ${(full.cpuUs - a.cpuUs).toFixed(1)} µs/req over (a))`)
+    }
     for (const c of children) c.kill()
     await Promise.all(children.map((c) => c.exited))
     children.length = 0
