@@ -3,7 +3,8 @@ import pino from 'pino'
 
 export type Logger = pino.Logger
 
-export function createLogger(level: string): Logger {
+/** `destination`: a file descriptor or path (benchmarks send the logs to /dev/null); stdout by default. */
+export function createLogger(level: string, destination: number | string = 1): Logger {
   return pino(
     {
       level,
@@ -11,6 +12,6 @@ export function createLogger(level: string): Logger {
       timestamp: pino.stdTimeFunctions.isoTime,
       redact: { paths: ['authorization', 'token', 'key', 'key_value', 'secret', '*.authorization', '*.token'], censor: '[redacted]' },
     },
-    pino.destination({ sync: false }),
+    pino.destination({ dest: destination, sync: false }),
   )
 }

@@ -1,0 +1,93 @@
+// `bun run bench:handler`: what the validate fast path costs per call in JavaScript, without the network.
+// A node runs in this process; its POST /v1/validate handler and the handler of baseline (a) (the
+// same JSON body answered from a Map, as in validate.ts) are called directly on prebuilt Requests, in
+// alternating slices, and the CPU time per call is reported (median over the slices). Kernel and HTTP
+// parsing costs are the same for every handler, so this isolates the stack's own work, which the wrk
+// benchmark sees only through a lot of noise on a shared 2-core VM.
+//
+//   DATABASE_URL=postgres://… bun run bench:handler    (embedded PGlite otherwise; only setup touches it)
+//   BENCH_CALLS=5000 BENCH_ROUNDS=60   (short slices, many rounds: the VM's speed drifts over seconds)
+import { randomBytes } from 'node:crypto'
+import { loadConfig } from '../../src/config'
+import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
+import { createLogger } from '../../src/infra/log'
+import { startNode } from '../../src/node'
+import { fastValidate } from '../../src/modules/validation/fast-path'
+import { createDatabaseOn } from '../support/harness'
+
+const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60)
+const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
+
+const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
+const config = loadConfig({
+  PORT: '0',
+  HOST: '127.0.0.1',
+  LOG_LEVEL: 'info', // the access log is part of the stack (written to /dev/null)
+  DEMO_ACCOUNT: 'false',
+  ADMIN_TOKEN,
+  SECRET_KEY: 'ab'.repeat(32),
+  DATA_DIR: `/tmp/keyward-bench-handler-${process.pid}`,
+  ...(db ? { DATABASE_URL: db.url } : {}),
+})
+const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
+try {
+  const call = async (method: string, path: string, token: string, body?: unknown) => {
+    const res = await fetch(node.url + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    })
+    return res.json() as Promise<any>
+  }
+  const acct = await call('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'Bench', plan: 'enterprise' })
+  const token: string = acct.api_key.token
+  const product = await call('POST', '/v1/products', token, { name: 'Bench', slug: 'bench' })
+  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3 })
+  const fingerprint = randomBytes(32).toString('hex')
+  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
+  if ((await call('POST', '/v1/validate', token, JSON.parse(body))).valid !== true) throw new Error('bench key does not validate')
+
+  const full = fastValidate(node.deps)
+  // Baseline (a), as in validate-roles.ts.
+  const keys = new Map([[hashKeyValue(normalizeKeyValue(key.key_value)!), { devices: [fingerprint], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }]])
+  const baseline = async (req: Request) => {
+    const b = (await req.json()) as { key: string; device_fingerprint: string }
+    const k = keys.get(hashKeyValue(normalizeKeyValue(b.key) ?? ''))
+    if (!k || !k.devices.includes(b.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
+    return Response.json(k.answer)
+  }
+  const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
+  const requests = () => Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body }))
+  const handlers: [string, (r: Request) => Response | Promise<Response>][] = [
+    ['only building the Request (subtracted)', () => new Response(null)],
+    ['(a) Bun.serve handler: JSON + Map', baseline],
+    ['Keyward fast path (full stack)', full],
+  ]
+  const cpuNs = handlers.map(() => [] as number[])
+  for (let round = 0; round < ROUNDS + 1; round++) {
+    for (const [i, [, handle]] of handlers.entries()) {
+      const batch = requests()
+      Bun.gc(true)
+      const before = process.cpuUsage()
+      for (const req of batch) {
+        const res = await handle(req)
+        if (res.status !== 200) throw new Error(`status ${res.status}`)
+      }
+      const used = process.cpuUsage(before)
+      if (round > 0) cpuNs[i].push(((used.user + used.system) * 1000) / CALLS) // round 0 warms up the JIT
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]
+  const none = median(cpuNs[0])
+  console.log(`validate handler CPU per call, in process (${ROUNDS} rounds × ${CALLS.toLocaleString('en')} calls, medians; GC included):`)
+  for (const [i, [name]] of handlers.entries()) {
+    const m = median(cpuNs[i])
+    console.log(`  ${name.padEnd(40)} ${m.toFixed(0).padStart(6)} ns${i > 0 ? `   handler: ${(m - none).toFixed(0).padStart(5)} ns` : ''}`)
+  }
+  const [, a, f] = cpuNs.map(median)
+  console.log(`  the stack's own work over (a): ${(f - a).toFixed(0)} ns per call`)
+} finally {
+  await node.stop()
+  await db?.drop()
+}
