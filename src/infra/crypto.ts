@@ -81,10 +81,18 @@ export function newRequestId(now = Date.now()): string {
     let counter = ''
     for (let i = 0, h = high; i < 6; i++, h = Math.floor(h / 32)) counter = CROCKFORD[h % 32] + counter
     requestHigh = high
-    requestPrefix = `req_${time}${PROCESS_PART}${counter}`
+    requestPrefix = flatten(`req_${time}${PROCESS_PART}${counter}`)
   }
   return requestPrefix + PAIRS[n & 1023]
 }
+
+/**
+ * The same text as one flat string. JavaScriptCore keeps `a + b` as a rope and copies its pieces each
+ * time a rope is read (a header value, a joined log batch) without flattening the shared pieces, so a
+ * prefix built from ~20 concatenations and then shared by a thousand ids is walked on every use:
+ * measured ≈190 ns more per Headers.set of a request id. ASCII only (ids, log prefixes).
+ */
+export const flatten = (ascii: string) => Buffer.from(ascii, 'latin1').toString('latin1')
 
 const ID_RE = /^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$/
 /** A well-formed id of the given prefix; anything else is treated as unknown (404) by callers. */

@@ -9,6 +9,7 @@
 // a turn of a few requests cannot amortise. Lines wait at most MAX_WAIT_MS in memory (≈0.6 MB at most);
 // the node flushes them at shutdown (node.ts) before pino's own buffer.
 import pino from 'pino'
+import { flatten } from '../../infra/crypto'
 import type { Logger } from '../../infra/log'
 
 const { streamSym, chindingsSym, timeSym } = pino.symbols
@@ -50,7 +51,7 @@ class AccessLog {
       this.lastMs = now
       this.lastMethod = method
       this.lastRoute = route
-      this.prefix = `{"level":30${time(l)}${bindings(l)},"method":"${method}","route":"${route}","status":`
+      this.prefix = flatten(`{"level":30${time(l)}${bindings(l)},"method":"${method}","route":"${route}","status":`)
     }
     this.lines.push(`${this.prefix}${status},"ms":${ms},"request_id":"${requestId}"}\n`)
     if (this.lines.length >= MAX_LINES) this.flush()
