@@ -13,9 +13,9 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
 
-export function requestIdOf(request: Request): string {
+export function requestIdOf(request: Request, now = Date.now()): string {
   const given = request.headers.get('x-request-id')
-  return given !== null && SANE_REQUEST_ID.test(given) ? given : newRequestId()
+  return given !== null && SANE_REQUEST_ID.test(given) ? given : newRequestId(now)
 }
 
 /**

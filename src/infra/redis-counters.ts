@@ -8,7 +8,7 @@
 // Redis down (or slow): bounded command timeouts, no offline queue; the node counts locally against
 // the last total it knew and adds those calls to both keys when Redis is back. Never a 5xx, never a hang.
 import Redis from 'ioredis'
-import { utcDay, type CounterState, type Counters } from './counters'
+import { UtcDayClock, type CounterState, type Counters } from './counters'
 import type { Logger } from './log'
 import { counterFlushLag } from './metrics'
 
@@ -112,8 +112,10 @@ export class RedisCounters implements Counters {
     return this.redis.status === 'ready' && Date.now() >= this.suspectUntil
   }
 
-  private slot(account: string): Slot {
-    const day = utcDay()
+  private clock = new UtcDayClock()
+
+  private slot(account: string, now = Date.now()): Slot {
+    const day = this.clock.at(now)
     let s = this.slots.get(account)
     if (s && s.day !== day) {
       if (s.pending > 0) this.retired.push(s) // yesterday's calls still get counted
@@ -126,8 +128,8 @@ export class RedisCounters implements Counters {
     return s
   }
 
-  take(accountId: string, limit: number | null): boolean | Promise<boolean> {
-    const s = this.slot(accountId)
+  take(accountId: string, limit: number | null, now = Date.now()): boolean | Promise<boolean> {
+    const s = this.slot(accountId, now)
     s.touched = true
     s.limit = limit
     s.pending++
@@ -232,7 +234,7 @@ export class RedisCounters implements Counters {
           s.pending += calls
           s.unleased += unleased
           s.lease += release
-          if (s.day !== utcDay() && !this.retired.includes(s)) this.retired.push(s)
+          if (s.day !== this.clock.at() && !this.retired.includes(s)) this.retired.push(s)
         }
         return
       }

@@ -57,7 +57,7 @@ export class Principals {
   }
 
   /** The principal for an `Authorization` header value, or null (unknown, malformed, revoked). */
-  authenticate(header: string | null | undefined): Principal | null | Promise<Principal | null> {
+  authenticate(header: string | null | undefined, now = Date.now()): Principal | null | Promise<Principal | null> {
     if (!header) return null
     // A header seen before skips the parsing and the SHA-256 (it passed both when it was remembered).
     let tokenHash = this.headers.get(header)
@@ -72,7 +72,6 @@ export class Principals {
       entry = this.byHash.get(tokenHash)
       if (entry) this.headers.set(header, tokenHash)
     }
-    const now = Date.now()
     const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
     // Fresh, or Postgres failed us a moment ago (answer from memory instead of queueing behind it).
     if (entry && (now - entry.loadedAt < maxAge || now < this.unreachableUntil)) {

@@ -32,7 +32,8 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
 
   return async function validateRoute(request: Request, server?: object): Promise<Response> {
     const t0 = performance.now()
-    const requestId = requestIdOf(request)
+    const now = Date.now() // one wall-clock reading for the request id, auth, quota, expiry and last-seen
+    const requestId = requestIdOf(request, now)
     let response: Response
     try {
       const headers = request.headers
@@ -41,7 +42,7 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
       if (declared > MAX_BODY_BYTES) {
         throw new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
       }
-      let principal = principals.authenticate(headers.get('authorization'))
+      let principal = principals.authenticate(headers.get('authorization'), now)
       if (principal instanceof Promise) principal = await principal
       if (!principal) throw new AppError('unauthorized', 'Missing, malformed or unknown API key')
       if (!allows(principal.scope, 'validate')) {
@@ -65,7 +66,7 @@ export function fastValidate(deps: Deps): (request: Request, server?: object) =>
       }
       if (!checkBody.Check(body)) throw toAppError('VALIDATION', new ValidationError('body', checkBody, body), log, requestId)
       if (body.app_version != null && body.app_version.includes('\uFFFD')) throw invalid('body.app_version', 'must be valid UTF-8')
-      let answer = engine.validate(principal, body, headers)
+      let answer = engine.validate(principal, body, headers, now)
       if (answer instanceof Promise) answer = await answer
       answerHeaders.set('x-request-id', requestId)
       response = Response.json(answer, answerInit)

@@ -78,21 +78,21 @@ export class ValidationEngine {
   /**
    * POST /v1/validate after authentication and body validation; `headers` supply the country.
    * Synchronous (no promise) when the quota answers from memory and the key is in the hot state:
-   * the common case does no I/O and waits for nothing.
+   * the common case does no I/O and waits for nothing. `now`: the request's one clock reading.
    */
-  validate(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+  validate(who: Principal, body: ValidateBody, headers: Headers, now = Date.now()): ValidateAnswer | Promise<ValidateAnswer> {
     // Every call that passed request validation counts, valid or not; a refused (429) call does not.
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
-    const taken = this.deps.counters.take(who.accountId, limit)
-    if (taken === true) return this.decide(who, body, headers)
+    const taken = this.deps.counters.take(who.accountId, limit, now)
+    if (taken === true) return this.decide(who, body, headers, now)
     if (taken === false) throw rateLimited(limit)
     return taken.then((ok) => {
       if (!ok) throw rateLimited(limit)
-      return this.decide(who, body, headers)
+      return this.decide(who, body, headers, Date.now())
     })
   }
 
-  private decide(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+  private decide(who: Principal, body: ValidateBody, headers: Headers, now: number): ValidateAnswer | Promise<ValidateAnswer> {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
       const canonical = normalizeKeyValue(body.key)
@@ -100,9 +100,9 @@ export class ValidationEngine {
       hotKey = hashKeyValue(canonical, 'base64')
       this.keyValues.set(body.key, hotKey)
     }
-    const state = this.hot.get(hotKey)
-    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, hotKey, s))
-    return this.decideWith(who, body, headers, hotKey, state)
+    const state = this.hot.get(hotKey, now)
+    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, hotKey, s, Date.now()))
+    return this.decideWith(who, body, headers, hotKey, state, now)
   }
 
   /** The contract's decision order, first match wins. */
@@ -112,11 +112,11 @@ export class ValidationEngine {
     headers: Headers,
     hotKey: string,
     state: KeyState | null,
+    now: number,
   ): ValidateAnswer | Promise<ValidateAnswer> {
     if (state === null || state.accountId !== who.accountId) return refuse('not_found')
     if (body.product_id != null && body.product_id !== state.productId) return refuse('not_found')
     if (state.status === 'revoked') return refuse('revoked')
-    const now = Date.now()
     if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return refuse('expired')
 
     const fingerprint = body.device_fingerprint.toLowerCase()
