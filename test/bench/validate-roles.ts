@@ -1,5 +1,7 @@
 // The processes the validate benchmark starts besides the node itself (see validate.ts):
 //   map             baseline (a): Bun.serve, the same JSON body, the answer from a Map
+//   map-contract    reference (a′): (a) plus what the contract obliges of every answer: it reads the
+//                   Authorization header and sends X-Request-Id (nothing is checked or generated)
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
 //   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
@@ -16,7 +18,8 @@ import { validationEngine } from '../../src/modules/validation/service'
 const env = process.env
 
 export async function startHeavyRoles(role: string) {
-  if (role === 'map') return mapBaseline()
+  if (role === 'map') return mapBaseline(false)
+  if (role === 'map-contract') return mapBaseline(true)
   if (role === 'pg') return pgBaseline()
   if (role === 'node-per-query') return perQueryNode()
   if (role === 'memory') return memoryFigure()
@@ -33,11 +36,13 @@ async function perQueryNode() {
 
 type Answer = { valid: boolean; plan: string | null; expires_at: string | null; activations_used: number; activation_limit: number }
 
-function mapBaseline() {
+function mapBaseline(contract: boolean) {
   const hash = hashKeyValue(normalizeKeyValue(env.BENCH_KEY!)!)
   const keys = new Map<string, { devices: string[]; answer: Answer }>([
     [hash, { devices: [env.BENCH_FP!], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }],
   ])
+  const headers = new Headers({ 'content-type': 'application/json;charset=utf-8' })
+  let n = 0
   Bun.serve({
     port: Number(env.BENCH_PORT),
     hostname: '127.0.0.1',
@@ -45,10 +50,13 @@ function mapBaseline() {
       '/healthz': new Response('ok'),
       '/v1/validate': {
         async POST(req) {
+          if (contract && req.headers.get('authorization') === null) return new Response('unauthorized', { status: 401 })
           const body = (await req.json()) as { key: string; device_fingerprint: string }
           const k = keys.get(hashKeyValue(normalizeKeyValue(body.key) ?? ''))
           if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
-          return Response.json(k.answer)
+          if (!contract) return Response.json(k.answer)
+          headers.set('x-request-id', `req_${n++}`)
+          return Response.json(k.answer, { headers })
         },
       },
     },

@@ -165,7 +165,7 @@ function summary(name: string, runs: Measured[]): Measured {
 /** Median and range of the per-round ratios x[i] / y[i]. */
 function ratio(label: string, x: Measured[], y: Measured[], target: string) {
   const r = x.map((m, i) => m.rps / y[i].rps)
-  console.log(`${label} = ${median(r).toFixed(2)}x   (rounds ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)})   ${target}`)
+  console.log(`${label} = ${median(r).toFixed(2)}x   (rounds ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)})${target ? `   ${target}` : ''}`)
 }
 
 /** An account (enterprise: unlimited quota, so runs measure counting, not 429s), a key, one device. */
@@ -233,6 +233,9 @@ async function main() {
     // Baseline (a): minimal Bun.serve, same JSON body, answer from a Map.
     const mapPort = await freePort()
     const mapServer = await startProcess([import.meta.path, 'map'], mapPort, { BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
+    // Reference (a′): (a) that also reads Authorization and sends X-Request-Id, as every answer must.
+    const contractPort = await freePort()
+    const contractServer = await startProcess([import.meta.path, 'map-contract'], contractPort, { BENCH_PORT: String(contractPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
     // For reference: a minimal Bun.serve doing the check as one query (no auth cache, quota or logs).
     const rawPort = await freePort()
     const rawServer = await startProcess([import.meta.path, 'pg'], rawPort, {
@@ -250,6 +253,7 @@ async function main() {
       { name: '(b) same stack, one Postgres query per call', url: `${perQueryNode.url}/v1/validate`, pid: perQueryNode.pid, auth: perQuery },
       { name: '    full stack via the Elysia route', url: `${node.url}/v1/validate/`, pid: node.pid, auth: bench },
       { name: '    bare Bun.serve + one query (reference)', url: `${rawServer.url}/v1/validate`, pid: rawServer.pid, auth: bench },
+      { name: '    (a′) = (a) + reads Authorization, sends X-Request-Id', url: `${contractServer.url}/v1/validate`, pid: contractServer.pid, auth: bench },
     ]
     const run = useWrk ? wrk : fetchLoad
     for (const s of servers) await run(s.url, s.auth.token, s.auth.body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
@@ -265,12 +269,14 @@ async function main() {
     }
     console.log('')
     const [a, full, b] = servers.map((s, i) => summary(s.name, runs[i]))
-    const [aRuns, fullRuns, bRuns, elysiaRuns, rawRuns] = runs
+    const [aRuns, fullRuns, bRuns, elysiaRuns, rawRuns, contractRuns] = runs
     console.log('')
     ratio('full stack / (a)', fullRuns, aRuns, '(target >= 0.85x)')
     ratio('full stack / (b)', fullRuns, bRuns, '(target >= 4x)')
     ratio('(a) / (b)', aRuns, bRuns, '(the most any stack in front of the Map could reach against (b))')
     ratio('full stack / bare Bun.serve + one query', fullRuns, rawRuns, '')
+    ratio('(a′) / (a)', contractRuns, aRuns, '(what reading one request header and sending one response header cost in Bun)')
+    ratio('full stack / (a′)', fullRuns, contractRuns, '')
     ratio('Elysia route / (a)', elysiaRuns, aRuns, '(why the hot route bypasses the framework)')
     if (a.cpuUs && full.cpuUs) {
       console.log(`server CPU per request (medians): (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs, ` +
