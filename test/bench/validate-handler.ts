@@ -7,19 +7,22 @@
 //
 //   DATABASE_URL=postgres://… bun run bench:handler    (embedded PGlite otherwise; only setup touches it)
 //   BENCH_CALLS=5000 BENCH_ROUNDS=60   (short slices, many rounds: the VM's speed drifts over seconds)
-import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { loadConfig } from '../../src/config'
-import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { createLogger } from '../../src/infra/log'
 import { startNode } from '../../src/node'
 import { fastValidate } from '../../src/modules/validation/fast-path'
 import { createDatabaseOn } from '../support/harness'
+import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { mapHandler } from './validate-roles'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60)
-const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
 
 const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
+const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-handler-'))
 const config = loadConfig({
   PORT: '0',
   HOST: '127.0.0.1',
@@ -27,36 +30,14 @@ const config = loadConfig({
   DEMO_ACCOUNT: 'false',
   ADMIN_TOKEN,
   SECRET_KEY: 'ab'.repeat(32),
-  DATA_DIR: `/tmp/keyward-bench-handler-${process.pid}`,
+  DATA_DIR: dataDir,
   ...(db ? { DATABASE_URL: db.url } : {}),
 })
 const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
 try {
-  const call = async (method: string, path: string, token: string, body?: unknown) => {
-    const res = await fetch(node.url + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    })
-    return res.json() as Promise<any>
-  }
-  const acct = await call('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'Bench', plan: 'enterprise' })
-  const token: string = acct.api_key.token
-  const product = await call('POST', '/v1/products', token, { name: 'Bench', slug: 'bench' })
-  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3 })
-  const fingerprint = randomBytes(32).toString('hex')
-  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
-  if ((await call('POST', '/v1/validate', token, JSON.parse(body))).valid !== true) throw new Error('bench key does not validate')
-
+  const { token, body, keyValue, fingerprint } = await prepareBenchKey(node.url)
   const full = fastValidate(node.deps)
-  // Baseline (a), as in validate-roles.ts.
-  const keys = new Map([[hashKeyValue(normalizeKeyValue(key.key_value)!), { devices: [fingerprint], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }]])
-  const baseline = async (req: Request) => {
-    const b = (await req.json()) as { key: string; device_fingerprint: string }
-    const k = keys.get(hashKeyValue(normalizeKeyValue(b.key) ?? ''))
-    if (!k || !k.devices.includes(b.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
-    return Response.json(k.answer)
-  }
+  const baseline = mapHandler(keyValue, fingerprint)
   const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
   const requests = () => Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body }))
   const handlers: [string, (r: Request) => Response | Promise<Response>][] = [
@@ -92,4 +73,5 @@ try {
 } finally {
   await node.stop()
   await db?.drop()
+  rmSync(dataDir, { recursive: true, force: true })
 }

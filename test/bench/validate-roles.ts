@@ -36,29 +36,32 @@ async function perQueryNode() {
 
 type Answer = { valid: boolean; plan: string | null; expires_at: string | null; activations_used: number; activation_limit: number }
 
-function mapBaseline(contract: boolean) {
-  const hash = hashKeyValue(normalizeKeyValue(env.BENCH_KEY!)!)
+/** Baseline (a)'s handler (with `contract`, reference (a′)'s): one key, one device, a Map. */
+export function mapHandler(keyValue: string, fingerprint: string, contract = false): (req: Request) => Promise<Response> {
+  const hash = hashKeyValue(normalizeKeyValue(keyValue)!)
   const keys = new Map<string, { devices: string[]; answer: Answer }>([
-    [hash, { devices: [env.BENCH_FP!], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }],
+    [hash, { devices: [fingerprint], answer: { valid: true, plan: null, expires_at: null, activations_used: 1, activation_limit: 3 } }],
   ])
   const headers = new Headers({ 'content-type': 'application/json;charset=utf-8' })
   let n = 0
+  return async (req) => {
+    if (contract && req.headers.get('authorization') === null) return new Response('unauthorized', { status: 401 })
+    const body = (await req.json()) as { key: string; device_fingerprint: string }
+    const k = keys.get(hashKeyValue(normalizeKeyValue(body.key) ?? ''))
+    if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
+    if (!contract) return Response.json(k.answer)
+    headers.set('x-request-id', `req_${n++}`)
+    return Response.json(k.answer, { headers })
+  }
+}
+
+function mapBaseline(contract: boolean) {
   Bun.serve({
     port: Number(env.BENCH_PORT),
     hostname: '127.0.0.1',
     routes: {
       '/healthz': new Response('ok'),
-      '/v1/validate': {
-        async POST(req) {
-          if (contract && req.headers.get('authorization') === null) return new Response('unauthorized', { status: 401 })
-          const body = (await req.json()) as { key: string; device_fingerprint: string }
-          const k = keys.get(hashKeyValue(normalizeKeyValue(body.key) ?? ''))
-          if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
-          if (!contract) return Response.json(k.answer)
-          headers.set('x-request-id', `req_${n++}`)
-          return Response.json(k.answer, { headers })
-        },
-      },
+      '/v1/validate': { POST: mapHandler(env.BENCH_KEY!, env.BENCH_FP!, contract) },
     },
   })
 }

@@ -15,19 +15,18 @@
 // Every server runs in its own process; the load generator is wrk (apt-get install -y wrk) when
 // installed, else a fetch loop in this process (noted in the output; far less precise).
 import { spawn, spawnSync } from 'bun'
-import { randomBytes } from 'node:crypto'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { createDatabaseOn } from '../support/harness'
+import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { startHeavyRoles } from './validate-roles'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
-const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
 const SECRET_KEY = 'ab'.repeat(32)
 const ROOT = join(import.meta.dir, '..', '..')
 
@@ -168,27 +167,6 @@ function ratio(label: string, x: Measured[], y: Measured[], target: string) {
   console.log(`${label} = ${median(r).toFixed(2)}x   (rounds ${Math.min(...r).toFixed(2)}–${Math.max(...r).toFixed(2)})${target ? `   ${target}` : ''}`)
 }
 
-/** An account (enterprise: unlimited quota, so runs measure counting, not 429s), a key, one device. */
-async function prepare(url: string) {
-  const call = async (method: string, path: string, token: string, body?: unknown) => {
-    const res = await fetch(url + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    })
-    return res.json() as Promise<any>
-  }
-  const acct = await call('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'Bench', plan: 'enterprise' })
-  const token: string = acct.api_key.token
-  const product = await call('POST', '/v1/products', token, { name: 'Bench', slug: 'bench' })
-  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3 })
-  const fingerprint = randomBytes(32).toString('hex')
-  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
-  const first = await call('POST', '/v1/validate', token, JSON.parse(body))
-  if (first.valid !== true) throw new Error(`bench key does not validate: ${JSON.stringify(first)}`)
-  return { token, body, keyValue: key.key_value as string, fingerprint }
-}
-
 async function createBenchDatabase(): Promise<{ url: string | null; drop(): Promise<void> }> {
   const base = process.env.DATABASE_URL
   return base ? createDatabaseOn(base, 'keyward_bench') : { url: null, async drop() {} }
@@ -225,11 +203,11 @@ async function main() {
 
     // The full stack: a real node process, as `bun run start` runs it (access log to /dev/null).
     const node = await startProcess([join(ROOT, 'src/main.ts')], await freePort())
-    const bench = await prepare(node.url)
+    const bench = await prepareBenchKey(node.url)
     // Baseline (b): the same node code with its hot key state taken out, so each validate reads the
     // key (and its devices) with one Postgres query; everything else (auth, quota, logs) is the same.
     const perQueryNode = await startProcess([import.meta.path, 'node-per-query'], await freePort())
-    const perQuery = await prepare(perQueryNode.url)
+    const perQuery = await prepareBenchKey(perQueryNode.url)
     // Baseline (a): minimal Bun.serve, same JSON body, answer from a Map.
     const mapPort = await freePort()
     const mapServer = await startProcess([import.meta.path, 'map'], mapPort, { BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
