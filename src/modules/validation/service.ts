@@ -78,9 +78,10 @@ export class ValidationEngine {
   /**
    * POST /v1/validate after authentication and body validation; `headers` supply the country.
    * Synchronous (no promise) when the quota answers from memory and the key is in the hot state:
-   * the common case does no I/O and waits for nothing. `now`: the request's one clock reading.
+   * the common case does no I/O and waits for nothing. One clock reading serves quota, expiry and last-seen.
    */
-  validate(who: Principal, body: ValidateBody, headers: Headers, now = Date.now()): ValidateAnswer | Promise<ValidateAnswer> {
+  validate(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+    const now = Date.now()
     // Every call that passed request validation counts, valid or not; a refused (429) call does not.
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
     const taken = this.deps.counters.take(who.accountId, limit, now)
