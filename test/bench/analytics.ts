@@ -13,6 +13,7 @@ import { createLogger } from '../../src/infra/log'
 import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
 import { createAccount } from '../../src/modules/accounts/service'
 import { startNode } from '../../src/node'
+import { median } from './stats'
 
 const BASE_URL = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres'
 const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
@@ -26,7 +27,6 @@ const COUNTRIES = ['US', 'DE', 'GB', 'FR', 'IN', 'BR', 'JP', 'CA', 'AU', 'NL', '
 
 const ms = (t0: number) => performance.now() - t0
 const fmt = (v: number) => (v < 10 ? v.toFixed(2) : v.toFixed(1))
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
 const p95 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.ceil(xs.length * 0.95) - 1)]
 
 async function step<T>(label: string, run: () => Promise<T>): Promise<T> {

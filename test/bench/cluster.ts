@@ -13,6 +13,7 @@ import { migrate } from '../../src/infra/migrate'
 import { NatsBus } from '../../src/infra/nats-bus'
 import { ADMIN_TOKEN, client, freshDatabase, newKey, newProduct } from '../support/harness'
 import { clusterMode, fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
+import { median } from './stats'
 
 if (!clusterMode) {
   console.error('bench:cluster needs DATABASE_URL, NATS_URL and REDIS_URL (the local services), e.g.\n' +
@@ -110,7 +111,6 @@ try {
       runs[workers]!.push(hasWrk ? await wrk(url, token, body, SECONDS) : await bunLoad(url, token, body, SECONDS))
     }
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
   for (const workers of [1, 2]) {
     console.log(`validate, WORKERS=${workers}: median ${median(runs[workers]!).toFixed(0)} req/s ` +
       `(runs: ${runs[workers]!.map((r) => r.toFixed(0)).join(', ')}; ${hasWrk ? 'wrk -t2 -c50' : 'Bun client, 50 in flight'}, ${SECONDS} s each)`)

@@ -16,6 +16,7 @@ import { startNode } from '../../src/node'
 import { fastValidate } from '../../src/modules/validation/fast-path'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { median } from './stats'
 import { mapHandler } from './validate-roles'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
@@ -59,7 +60,6 @@ try {
       if (round > 0) cpuNs[i].push(((used.user + used.system) * 1000) / CALLS) // round 0 warms up the JIT
     }
   }
-  const median = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]
   const none = median(cpuNs[0])
   console.log(`validate handler CPU per call, in process (${ROUNDS} rounds × ${CALLS.toLocaleString('en')} calls, medians; GC included):`)
   for (const [i, [name]] of handlers.entries()) {

@@ -21,6 +21,7 @@ import { join } from 'node:path'
 import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { median } from './stats'
 import { startHeavyRoles } from './validate-roles'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -130,18 +131,13 @@ interface Measured extends Load {
   cpuUs: number | null
 }
 
-async function measure(target: { url: string; pid?: number }, token: string, body: string, useWrk: boolean): Promise<Measured> {
+async function measure(target: { url: string; pid?: number; auth: { token: string; body: string } }, useWrk: boolean): Promise<Measured> {
   const run = useWrk ? wrk : fetchLoad
   const before = cpuSeconds(target.pid)
-  const load = await run(target.url, token, body, SECONDS)
+  const load = await run(target.url, target.auth.token, target.auth.body, SECONDS)
   const after = cpuSeconds(target.pid)
   const cpuUs = before === null || after === null ? null : ((after - before) * 1e6) / (load.rps * SECONDS)
   return { ...load, cpuUs }
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((x, y) => x - y)
-  return s.length % 2 ? s[s.length >> 1] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2
 }
 
 function summary(name: string, runs: Measured[]): Measured {
@@ -239,7 +235,7 @@ async function main() {
     for (let round = 0; round < ROUNDS; round++) {
       const line: string[] = []
       for (const [i, s] of servers.entries()) {
-        const m = await measure(s, s.auth.token, s.auth.body, useWrk)
+        const m = await measure(s, useWrk)
         runs[i].push(m)
         line.push(m.rps.toFixed(0))
       }
