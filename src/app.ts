@@ -24,7 +24,7 @@ export interface NodeDeps extends Deps {
 }
 
 /** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12). */
-export const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
+const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
 
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
