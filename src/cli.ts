@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util'
 import { ConfigError, loadConfig } from './config'
 import { migrate } from './infra/migrate'
 import { resolveSecretKey } from './infra/secret-key'
-import { PLANS, type Plan } from './modules/accounts/plans'
+import { PLANS, type Plan } from './core/plans'
 import { createAccount } from './modules/accounts/service'
 import { openDb } from './node'
 

@@ -1,11 +1,11 @@
 // One Keyward node: adapters chosen once from the config, the HTTP app, background jobs, shutdown.
 import type { Config } from './config'
-import type { Deps } from './deps'
-import { createApp, type App } from './http/app'
+import { createApp, type App, type NodeDeps } from './app'
 import { drain } from './http/drain'
 import { LocalBus, type Bus } from './infra/bus'
 import { MemoryCounters, type Counters } from './infra/counters'
 import { connectPostgres, startEmbedded, type Db } from './infra/db'
+import { AccessLog } from './infra/access-log'
 import { createLogger, type Logger } from './infra/log'
 import { migrate } from './infra/migrate'
 import { NatsBus } from './infra/nats-bus'
@@ -15,12 +15,11 @@ import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
-import { accessLogFor } from './modules/validation/access-log'
-import { validationEngine } from './modules/validation/service'
+import { ValidationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
 export interface Node {
-  deps: Deps
+  deps: NodeDeps
   app: App
   url: string
   /** Set on the first start of an empty embedded database: the demo account's token (shown once). */
@@ -49,12 +48,14 @@ export async function openDb(config: Config): Promise<Db> {
   return config.databaseUrl ? connectPostgres(config.databaseUrl) : startEmbedded(config.dataDir)
 }
 
-export async function buildDeps(config: Config, db: Db, log: Logger): Promise<Deps> {
+/** Everything a node shares, built here once and passed down (nothing is built on first use elsewhere). */
+export async function buildDeps(config: Config, db: Db, log: Logger): Promise<NodeDeps> {
   // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
   const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log }) : new LocalBus()
   const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log }) : new MemoryCounters()
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
-  return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }
+  const base = { config, db, sql: db.sql, bus, counters, log, accessLog: new AccessLog(log), principals, secretKey: resolveSecretKey(config) }
+  return { ...base, validation: new ValidationEngine(base) }
 }
 
 /** The node could not start (e.g. its port is taken): a message for the operator, not a stack. */
@@ -72,6 +73,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     app.listen({ port, hostname: config.host, reusePort: config.workers > 1 })
   } catch (err) {
     deps.principals.close()
+    deps.validation.close()
     await Promise.allSettled([deps.bus.close(), deps.counters.close(), options.db ? null : db.close()])
     const busy = (err as { code?: string }).code === 'EADDRINUSE'
     throw new StartupError(`Cannot listen on ${config.host}:${port}: ${busy ? 'the port is in use (set PORT to another one)' : String(err)}`)
@@ -84,7 +86,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     const { api_key } = await createAccount(db.sql, { name: 'Demo', plan: 'growth' }, deps.secretKey)
     demoToken = api_key.token
   }
-  const validation = validationEngine(deps)
+  const validation = deps.validation
   const jobs = [
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
@@ -114,7 +116,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await deps.counters.close()
         await deps.bus.close()
         if (!options.db) await db.close()
-        accessLogFor(log).flush() // the validate route's batched access-log lines, then pino's buffer
+        deps.accessLog.flush() // the validate route's batched access-log lines, then pino's buffer
         log.flush?.()
       })()
       return stopping

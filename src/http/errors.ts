@@ -1,6 +1,7 @@
-// One error type, one code → status table, one envelope (RFC 9457 problem+json).
+// Domain errors as HTTP: one code → status table, one envelope (RFC 9457 problem+json).
+import { AppError, type ErrorCode, type FieldError } from '../core/errors'
 
-export const ERROR_STATUS = {
+export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = {
   invalid_request: 400,
   unauthorized: 401,
   plan_limit_reached: 402,
@@ -17,9 +18,9 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   internal_error: 500,
   unavailable: 503,
-} as const
+}
 
-export type ErrorCode = keyof typeof ERROR_STATUS
+export const statusOf = (err: AppError): number => ERROR_STATUS[err.code]
 
 const TITLES: Record<ErrorCode, string> = {
   invalid_request: 'Invalid request',
@@ -40,28 +41,6 @@ const TITLES: Record<ErrorCode, string> = {
   unavailable: 'Service unavailable',
 }
 
-export interface FieldError {
-  field: string
-  message: string
-}
-
-export class AppError extends Error {
-  readonly status: number
-  constructor(
-    readonly code: ErrorCode,
-    readonly detail: string,
-    readonly extra: { errors?: FieldError[]; retryAfter?: number } = {},
-  ) {
-    super(detail)
-    this.status = ERROR_STATUS[code]
-  }
-}
-
-export const invalid = (field: string, message: string) =>
-  new AppError('invalid_request', `${field} ${message}`, { errors: [{ field, message }] })
-
-export const notFound = (what: string, id: string) => new AppError('not_found', `No ${what} with id ${id}`)
-
 export interface Problem {
   type: string
   title: string
@@ -77,13 +56,13 @@ export function problemBody(err: AppError, requestId: string): Problem {
   const body: Problem = {
     type: `https://keyward.dev/errors/${err.code}`,
     title: TITLES[err.code],
-    status: err.status,
+    status: statusOf(err),
     detail: err.detail,
     code: err.code,
     request_id: requestId,
   }
-  if (err.status === 400) body.errors = err.extra.errors ?? []
-  if (err.status === 429 && err.extra.retryAfter !== undefined) body.retry_after = err.extra.retryAfter
+  if (body.status === 400) body.errors = err.extra.errors ?? []
+  if (body.status === 429 && err.extra.retryAfter !== undefined) body.retry_after = err.extra.retryAfter
   return body
 }
 
@@ -93,6 +72,7 @@ export function problemResponse(err: AppError, requestId: string, headers: Recor
     'content-type': 'application/problem+json',
     'x-request-id': requestId,
   }
-  if (err.status === 429 && err.extra.retryAfter !== undefined) h['retry-after'] = String(err.extra.retryAfter)
-  return new Response(JSON.stringify(problemBody(err, requestId)), { status: err.status, headers: h })
+  const body = problemBody(err, requestId)
+  if (body.status === 429 && err.extra.retryAfter !== undefined) h['retry-after'] = String(err.extra.retryAfter)
+  return new Response(JSON.stringify(body), { status: body.status, headers: h })
 }

@@ -4,7 +4,8 @@
 // copy is sealed, so the replay can show it again while a database dump cannot.
 import { open, seal, sha256Hex } from '../infra/crypto'
 import type { Sql } from '../infra/db'
-import { AppError, invalid } from './errors'
+import { AppError, invalid } from '../core/errors'
+import { statusOf } from './errors'
 
 const TTL_SQL = `interval '24 hours'`
 const ABANDONED_AFTER_S = 60
@@ -53,8 +54,8 @@ export async function idempotent(
   try {
     outcome = await run()
   } catch (err) {
-    if (err instanceof AppError && err.status < 500) {
-      outcome = { status: err.status, body: { __problem: { code: err.code, detail: err.detail, extra: err.extra } } }
+    if (err instanceof AppError && statusOf(err) < 500) {
+      outcome = { status: statusOf(err), body: { __problem: { code: err.code, detail: err.detail, extra: err.extra } } }
       await sql`update idempotency_keys set status_code = ${outcome.status}, response = ${store(outcome.body)}
         where account_id = ${accountId} and idem_key = ${idemKey}`
     } else {

@@ -1,14 +1,17 @@
-// Cross-cutting HTTP behaviour for every route: request ids, the 64 KiB body limit, JSON parsing,
-// one error envelope (problem+json) and one access-log line per request.
+// Cross-cutting HTTP behaviour for every route: request ids, the body limit (64 KiB unless a route is
+// given more), the NUL check of the query, JSON parsing, one error envelope (problem+json) and one
+// access-log line per request. The checks are exported: the validate fast path calls the same ones.
 import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
 import { newRequestId } from '../infra/crypto'
 import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
 import { isDraining } from './drain'
-import { AppError, invalid, problemResponse, type FieldError } from './errors'
+import { AppError, invalid, type FieldError } from '../core/errors'
+import { problemResponse } from './errors'
 
-export const MAX_BODY_BYTES = 64 * 1024
+/** The body limit of every route that is not given another (API-2 §12). */
+export const BODY_LIMIT = 64 * 1024
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
@@ -24,10 +27,9 @@ export function requestIdOf(request: Request, now = Date.now()): string {
  * limit. Every body in the contract is a JSON object, so anything else (array, string, null) is 400
  * rather than being silently coerced; strings may not hold NUL, which Postgres cannot store.
  */
-export async function readJson(request: Request): Promise<unknown> {
-  const declared = Number(request.headers.get('content-length') ?? 0)
-  if (declared > MAX_BODY_BYTES) throw tooLarge()
-  const buf = await readLimited(request)
+export async function readJson(request: Request, limit = BODY_LIMIT): Promise<unknown> {
+  checkDeclaredLength(request.headers.get('content-length'), limit)
+  const buf = await readLimited(request, limit)
   if (buf.byteLength === 0) return {}
   let value: unknown
   try {
@@ -52,7 +54,23 @@ export function checkJsonObject(value: unknown): object {
 /** Stateless without `stream: true`, so one decoder serves every request. */
 const utf8 = new TextDecoder('utf-8', { fatal: true })
 
-async function readLimited(request: Request): Promise<Uint8Array> {
+/**
+ * 413 when the declared `content-length` is over `limit`, before anything is read (or authenticated);
+ * returns the declared length (0 when none; a malformed one is left to the HTTP parser).
+ */
+export function checkDeclaredLength(contentLength: string | null, limit: number): number {
+  const declared = contentLength === null ? 0 : Number(contentLength)
+  if (declared > limit) throw tooLarge(limit)
+  return declared
+}
+
+/** A NUL in a query value can never be valid and Postgres cannot store it: refused up front, on every route. */
+export function checkQuery(url: string) {
+  const q = url.indexOf('?')
+  if (q !== -1 && url.includes('%00', q)) throw invalid('query', 'must not contain NUL characters')
+}
+
+async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
   // A declared length (already checked against the limit) bounds what the HTTP parser delivers, so one
   // buffered read is safe, and much cheaper than iterating the stream (it matters on the validate route).
   // Checked before touching `request.body`, which would materialise a ReadableStream.
@@ -62,7 +80,7 @@ async function readLimited(request: Request): Promise<Uint8Array> {
   let size = 0
   for await (const chunk of request.body as unknown as AsyncIterable<Uint8Array>) {
     size += chunk.byteLength
-    if (size > MAX_BODY_BYTES) throw tooLarge()
+    if (size > limit) throw tooLarge(limit)
     chunks.push(chunk)
   }
   return Buffer.concat(chunks, size)
@@ -87,7 +105,16 @@ function findNul(value: unknown, path: string): string | null {
   return null
 }
 
-const tooLarge = () => new AppError('payload_too_large', `Request bodies are limited to ${MAX_BODY_BYTES} bytes`)
+const tooLarge = (limit: number) => new AppError('payload_too_large', `Request bodies are limited to ${limit} bytes`)
+
+/** `/v1/things/` → `/v1/things`: the route's path as a limit is looked up (routing accepts both forms). */
+function pathOf(url: string): string {
+  const start = url.indexOf('/', url.indexOf('//') + 2)
+  if (start === -1) return '/'
+  const q = url.indexOf('?', start)
+  const path = q === -1 ? url.slice(start) : url.slice(start, q)
+  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path
+}
 
 type SchemaLike = { anyOf?: { const?: unknown }[] }
 type ValidationLike = { type?: string; all?: { path?: string; message?: string; summary?: string; schema?: SchemaLike }[] }
@@ -138,19 +165,27 @@ export function toAppError(code: string | number, error: unknown, log: Logger, r
   return new AppError('internal_error', 'Something went wrong; the request id identifies it in our logs')
 }
 
-export function kernel(log: Logger) {
+/**
+ * `bodyLimits`: the routes given another body limit than BODY_LIMIT, by path (e.g. the offline-license
+ * sync route, API-2 §12). Looked up before routing, so the 413 comes first on those routes too.
+ */
+export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = new Map()) {
+  /** Requests on a route with its own limit (only those: the others read BODY_LIMIT). */
+  const limits = new WeakMap<Request, number>()
   return new Elysia({ name: 'keyward.kernel' })
     .onRequest(({ request, set, server }) => {
       started.set(request, performance.now())
       set.headers['x-request-id'] = requestIdOf(request)
       if (isDraining(server)) set.headers.connection = 'close' // shutting down: see drain.ts
-      const declared = Number(request.headers.get('content-length') ?? 0)
-      if (declared > MAX_BODY_BYTES) throw tooLarge()
-      // A NUL in a query value can never be valid and Postgres cannot store it: refuse it up front.
-      const q = request.url.indexOf('?')
-      if (q !== -1 && request.url.includes('%00', q)) throw invalid('query', 'must not contain NUL characters')
+      let limit = BODY_LIMIT
+      if (bodyLimits.size > 0) {
+        const own = bodyLimits.get(pathOf(request.url))
+        if (own !== undefined) limits.set(request, (limit = own))
+      }
+      checkDeclaredLength(request.headers.get('content-length'), limit)
+      checkQuery(request.url)
     })
-    .onParse({ as: 'global' }, ({ request }) => readJson(request))
+    .onParse({ as: 'global' }, ({ request }) => readJson(request, limits.get(request) ?? BODY_LIMIT))
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
       const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))
       const appError = toAppError(code, error, log, requestId)

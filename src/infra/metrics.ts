@@ -1,30 +1,53 @@
 // Prometheus metrics (prom-client), one registry per node process. Modules import the metric they
-// update; /metrics renders the registry.
+// update; /metrics renders the registry. The hot path counts into plain numbers (tally.ts,
+// route-latency.ts) that each metric's `collect` folds in before it is rendered.
 import client from 'prom-client'
+import { RouteLatencies } from './route-latency'
+import { foldTally, tally } from './tally'
 
 export const registry = new client.Registry()
 client.collectDefaultMetrics({ register: registry })
+
+const HTTP_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5]
+
+/** Latency of the routes served outside the framework (the validate fast path). */
+export const fastRouteLatency = new RouteLatencies(HTTP_BUCKETS)
 
 export const httpDuration = new client.Histogram({
   name: 'keyward_http_request_duration_seconds',
   help: 'HTTP request latency by route and status',
   labelNames: ['method', 'route', 'status'] as const,
-  buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+  buckets: HTTP_BUCKETS,
   registers: [registry],
+  collect() {
+    fastRouteLatency.foldInto(this)
+  },
 })
+
+/** Validate answers by outcome, counted on the hot path (`validateOutcomes.valid.inc()`). */
+export const validateOutcomes = tally(['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'])
 
 export const validateAnswers = new client.Counter({
   name: 'keyward_validate_answers_total',
   help: 'Validate answers by outcome (valid, not_found, revoked, expired, activation_limit, rate_limited)',
   labelNames: ['outcome'] as const,
   registers: [registry],
+  collect() {
+    foldTally(validateOutcomes, this, 'outcome')
+  },
 })
+
+/** Hot-state lookups by result, counted on the hot path. */
+export const cacheLookupResults = tally(['hit', 'negative_hit', 'miss', 'stale'])
 
 export const cacheLookups = new client.Counter({
   name: 'keyward_hot_cache_lookups_total',
   help: 'Hot-state lookups by result (hit, miss, negative_hit, stale)',
   labelNames: ['result'] as const,
   registers: [registry],
+  collect() {
+    foldTally(cacheLookupResults, this, 'result')
+  },
 })
 
 export const invalidations = new client.Counter({

@@ -1,6 +1,6 @@
 // GET /v1/analytics/overview: every field against known fixtures, effective status, isolation.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { PLAN_LIMITS } from '../../src/modules/accounts/plans'
+import { PLAN_LIMITS } from '../../src/core/plans'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { activate, analytics, countedFromRecord } from './fixtures'
 

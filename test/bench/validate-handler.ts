@@ -37,7 +37,7 @@ const config = loadConfig({
 const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
 try {
   const { token, body, keyValue, fingerprint } = await prepareBenchKey(node.url)
-  const full = fastValidate(node.deps)
+  const full = fastValidate(node.deps, node.deps.validation)
   const baseline = mapHandler(keyValue, fingerprint)
   const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
   const requests = () => Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body }))

@@ -13,7 +13,6 @@ import { migrate } from '../../src/infra/migrate'
 import { startNode } from '../../src/node'
 import { keyHashOf } from '../../src/modules/validation/hot-state'
 import { loadKeyState } from '../../src/modules/validation/repo'
-import { validationEngine } from '../../src/modules/validation/service'
 
 const env = process.env
 
@@ -29,7 +28,7 @@ export async function startHeavyRoles(role: string) {
 /** The node as `bun run start` runs it (config from the environment), minus the hot key state. */
 async function perQueryNode() {
   const node = await startNode(loadConfig())
-  const engine = validationEngine(node.deps)
+  const engine = node.deps.validation
   // Every lookup goes to Postgres: the same code path as a cache miss, without the cache.
   engine.hot.get = ((hotKey: string) => loadKeyState(node.deps.sql, keyHashOf(hotKey))) as never
 }
@@ -127,7 +126,7 @@ async function memoryFigure() {
     DATABASE_URL: env.BENCH_DB || undefined,
   })
   const node = await startNode(config)
-  const hot = validationEngine(node.deps).hot
+  const hot = node.deps.validation.hot
   Bun.gc(true)
   await Bun.sleep(200)
   const before = process.memoryUsage().rss

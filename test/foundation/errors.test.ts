@@ -1,6 +1,6 @@
 // Every error status of the contract's table that the foundation routes can produce, as problem+json.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { problemResponse } from '../../src/http/errors'
+import { problemResponse, statusOf } from '../../src/http/errors'
 import { toAppError } from '../../src/http/kernel'
 import { createLogger } from '../../src/infra/log'
 import { ADMIN_TOKEN, newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
@@ -290,7 +290,7 @@ describe('5xx', () => {
   test('a connection error is 503 unavailable', async () => {
     const err = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })
     const appError = toAppError('UNKNOWN', err, createLogger('silent'), 'req_x')
-    expect(appError.status).toBe(503)
+    expect(statusOf(appError)).toBe(503)
     expect(appError.code).toBe('unavailable')
     expect(appError.detail).not.toContain('5432')
   })

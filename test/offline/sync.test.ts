@@ -162,11 +162,20 @@ describe('sync requests', () => {
     }
   })
 
-  test('a body over 64 KiB is 413', async () => {
-    const res = await sync(['x'.repeat(70 * 1024)])
+  test('a body over 256 KiB (this route\'s limit, API-2 §12) is 413', async () => {
+    const res = await sync(['x'.repeat(257 * 1024)])
     expect(res.status).toBe(413)
     expect(res.body.code).toBe('payload_too_large')
   })
+
+  test('100 distinct licenses (well over 64 KiB) are taken in one request', async () => {
+    const licenses: string[] = []
+    for (let i = 0; i < 10; i++) licenses.push(...(await Promise.all(Array.from({ length: 10 }, () => issued()))).map((l) => l.license))
+    expect(Buffer.byteLength(JSON.stringify({ licenses }))).toBeGreaterThan(64 * 1024)
+    const res = await sync(licenses)
+    expect(res.status).toBe(200)
+    expect(res.body.results.map((r: any) => r.status)).toEqual(Array(100).fill('valid'))
+  }, 60_000)
 
   test('scope: offline:write or full_access only', async () => {
     const lic = await issued()

@@ -3,7 +3,7 @@
 // insufficient_scope naming the scope needed. No token at all → 401 everywhere.
 // Requests use unknown ids and empty bodies, so an allowed call answers 400/404 without touching data.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { SCOPES, type Requirement, type Scope } from '../../src/modules/api-keys/scopes'
+import { SCOPES, type Requirement, type Scope } from '../../src/core/scopes'
 import { scopedToken, startHarness, type Harness } from '../support/harness'
 import { expectProblem, ghostId } from '../foundation/helpers'
 

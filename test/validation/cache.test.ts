@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
 import { LocalBus, type BusState } from '../../src/infra/bus'
 import * as crypto from '../../src/infra/crypto'
 import { deviceCount, HotState, hotKeyOf, type KeyRow, type KeyState } from '../../src/modules/validation/hot-state'
-import { validationEngine } from '../../src/modules/validation/service'
 import { newKey, startHarness, type Harness } from '../support/harness'
 import { fingerprint, setup, validate } from './support'
 
@@ -42,7 +41,7 @@ describe('over HTTP', () => {
     const hotKey = crypto.hashKeyValue(crypto.normalizeKeyValue(value)!, 'base64')
     for (let i = 0; i < 2; i++) expect((await validate(h.call, token, { key: value, device_fingerprint: fp })).body.reason).toBe('not_found')
     // the negative answer is cached: the hot state holds the hash without a key
-    expect(validationEngine(h.node.deps).hot.get(hotKey)).toBeNull()
+    expect(h.node.deps.validation.hot.get(hotKey)).toBeNull()
     // POST /v1/keys mints exactly this value
     const mint = spyOn(crypto, 'newKeyValue').mockReturnValueOnce(value)
     try {

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import type { Db } from '../../src/infra/db'
 import { startNode, type Node } from '../../src/node'
-import { validationEngine } from '../../src/modules/validation/service'
 import { client, freshDatabase, newKey, newProduct, ADMIN_TOKEN, testConfig, type Client, type TestDb } from '../support/harness'
 import { activationRows, events, fingerprint, startDbProxy, until, validate, type DbProxy } from './support'
 
@@ -107,7 +106,7 @@ test('known devices validate through an outage, new ones get 503, and all recove
   const deactivate = await call('POST', '/v1/deactivate', { token, body: { key: key.key_value, device_fingerprint: known } })
   expect(deactivate.status).toBe(503)
   // the last-seen update is kept for later, not lost
-  await expect(validationEngine(node.deps).flush()).rejects.toBeDefined()
+  await expect(node.deps.validation.flush()).rejects.toBeDefined()
 
   await proxy.up()
   const recovered = await until(
@@ -120,7 +119,7 @@ test('known devices validate through an outage, new ones get 503, and all recove
   const rows = await activationRows(node.deps.sql, key.id)
   expect(rows.map((r) => r.device_fingerprint).sort()).toEqual([known, fresh].sort())
   expect(await events(node.deps.sql, 'activation.created', key.id)).toHaveLength(2)
-  await validationEngine(node.deps).flush()
+  await node.deps.validation.flush()
   const detail = await call('GET', `/v1/keys/${key.id}`, { token })
   expect(detail.body.activations.find((a: { device_fingerprint: string }) => a.device_fingerprint === known).app_version).toBe('2.0')
   // writes work again: deactivation frees the slot at once

@@ -2,7 +2,6 @@
 // recorded device details, request validation (400s), scopes, and the Elysia route giving the same
 // answers as the fast path a listening node serves.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { validationEngine } from '../../src/modules/validation/service'
 import { startNode } from '../../src/node'
 import { client, realPostgres, scopedToken, startHarness, testConfig, type Harness } from '../support/harness'
 import { activationRows, events, fingerprint, setup, validate } from './support'
@@ -106,7 +105,7 @@ describe('device details', () => {
     await Bun.sleep(5)
     await validate(h.call, token, { key: key.key_value, device_fingerprint: fp, app_version: '2.0.0' }, { 'cf-ipcountry': 'FR' })
     await validate(h.call, token, { key: key.key_value, device_fingerprint: fp }) // no app_version: keeps 2.0.0
-    await validationEngine(h.node.deps).flush()
+    await h.node.deps.validation.flush()
     detail = await h.call('GET', `/v1/keys/${key.id}`, { token })
     const updated = detail.body.activations[0]
     expect(updated.app_version).toBe('2.0.0')
@@ -122,7 +121,7 @@ describe('device details', () => {
     const config = testConfig({ FLUSH_INTERVAL_MS: '600000' }, h.db.url)
     const second = await startNode(config, realPostgres ? {} : { db: await h.db.open() })
     await validate(client(second.url), token, { key: key.key_value, device_fingerprint: fp, app_version: '3.1.4' })
-    expect(validationEngine(second.deps).lastSeen.size).toBe(1)
+    expect(second.deps.validation.lastSeen.size).toBe(1)
     await second.stop()
     const detail = await h.call('GET', `/v1/keys/${key.id}`, { token })
     expect(detail.body.activations[0].app_version).toBe('3.1.4')

@@ -1,6 +1,6 @@
 // The webhook routes: shapes, validation, plan limits, idempotency, secrets at rest, scopes.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { SCOPES } from '../../src/modules/api-keys/scopes'
+import { SCOPES } from '../../src/core/scopes'
 import { scopedToken, startHarness, type Harness } from '../support/harness'
 import { ALL_EVENTS, newWebhook } from './helpers'
 

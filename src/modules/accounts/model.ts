@@ -1,5 +1,5 @@
 import { OneOf, t, Timestamp } from '../../http/schema'
-import { PLANS } from './plans'
+import { PLANS } from '../../core/plans'
 
 export const PlanName = OneOf(PLANS, { description: 'Account plan' })
 

@@ -1,7 +1,7 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../http/schema'
+import { iso } from '../../core/values'
 import type { Account } from './model'
-import type { Plan } from './plans'
+import type { Plan } from '../../core/plans'
 
 type Row = { id: string; name: string; plan: Plan; created_at: Date }
 export const toAccount = (r: Row): Account => ({ id: r.id, name: r.name, plan: r.plan, created_at: iso(r.created_at)! })

@@ -2,7 +2,7 @@
 import { timingSafeEqual } from 'node:crypto'
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
-import { AppError } from '../../http/errors'
+import { AppError } from '../../core/errors'
 import { IdParam, Problem, t } from '../../http/schema'
 import { sha256Hex } from '../../infra/crypto'
 import { ApiKeyWithToken } from '../api-keys/model'

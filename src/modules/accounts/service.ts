@@ -1,12 +1,12 @@
 import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import type { Sql } from '../../infra/db'
-import { notFound } from '../../http/errors'
+import { notFound } from '../../core/errors'
 import { createApiKey } from '../api-keys/service'
 import { emit } from '../events/outbox'
 import { createSigningKey } from '../offline/signing-keys'
 import type { Account } from './model'
-import type { Plan } from './plans'
+import type { Plan } from '../../core/plans'
 import * as repo from './repo'
 
 /**

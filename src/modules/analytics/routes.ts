@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { Problem } from '../../http/schema'
-import { allows } from '../api-keys/scopes'
+import { allows } from '../../core/scopes'
 import { Geography, Overview, Trend, TrendQuery } from './model'
 import * as service from './service'
 

@@ -1,8 +1,8 @@
 import type { Deps } from '../../deps'
 import { isId } from '../../infra/crypto'
-import { AppError, notFound } from '../../http/errors'
-import { PLAN_LIMITS } from '../accounts/plans'
-import type { Principal } from '../api-keys/principals'
+import { AppError, notFound } from '../../core/errors'
+import { PLAN_LIMITS } from '../../core/plans'
+import type { Principal } from '../../core/principal'
 import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry } from './model'
 import * as repo from './repo'
 

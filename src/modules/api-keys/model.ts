@@ -1,5 +1,5 @@
 import { NullableTimestamp, OneOf, t, Timestamp } from '../../http/schema'
-import { SCOPES } from './scopes'
+import { SCOPES } from '../../core/scopes'
 
 export const ScopeName = OneOf(SCOPES)
 

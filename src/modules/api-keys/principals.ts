@@ -4,17 +4,9 @@ import type { Bus } from '../../infra/bus'
 import { API_TOKEN_RE, sha256Hex } from '../../infra/crypto'
 import { isConnectionError, type Sql } from '../../infra/db'
 import { DigestMemo } from '../../infra/digest-memo'
-import type { Plan } from '../accounts/plans'
+import type { Plan } from '../../core/plans'
+import type { Authenticator, Principal } from '../../core/principal'
 import { findPrincipal, touchApiKeys } from './repo'
-import type { Scope } from './scopes'
-
-export interface Principal {
-  apiKeyId: string
-  accountId: string
-  scope: Scope
-  plan: Plan
-  tokenHash: string
-}
 
 type Entry = { principal: Principal; loadedAt: number }
 type Flight = { promise: Promise<Principal | null>; cancelled: boolean }
@@ -34,7 +26,7 @@ const KNOWN_HEADERS = 4096
  * it is re-read, and while Postgres is unreachable the last known entry keeps answering. A cached
  * caller is answered synchronously (no promise): this runs on every validate call.
  */
-export class Principals {
+export class Principals implements Authenticator {
   private byHash = new Map<string, Entry>()
   private inflight = new Map<string, Flight>()
   private lastUsed = new Map<string, number>()

@@ -1,7 +1,7 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../http/schema'
+import { iso } from '../../core/values'
 import type { ApiKey } from './model'
-import type { Scope } from './scopes'
+import type { Scope } from '../../core/scopes'
 
 type Row = { id: string; name: string; scope: Scope; token_prefix: string; created_at: Date; last_used_at: Date | null }
 const toApiKey = (r: Row): ApiKey => ({

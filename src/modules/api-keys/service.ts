@@ -1,11 +1,11 @@
 import type { Deps } from '../../deps'
 import { isId, newApiToken, newId } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
-import { notFound } from '../../http/errors'
+import { notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from './model'
 import { hashToken } from './principals'
 import * as repo from './repo'
-import type { Scope } from './scopes'
+import type { Scope } from '../../core/scopes'
 
 const tokenPrefix = (token: string) => token.slice(0, 7)
 

@@ -43,7 +43,7 @@ export const IssuedLicense = t.Object({
 export type IssuedLicense = typeof IssuedLicense.static
 
 export const SyncBody = t.Object({
-  licenses: t.Array(t.String(), { minItems: 1, maxItems: 100, description: 'License texts; the batch must fit in 64 KiB' }),
+  licenses: t.Array(t.String(), { minItems: 1, maxItems: 100, description: 'License texts; the request body may be up to 256 KiB' }),
 })
 
 export const SYNC_STATUSES = ['valid', 'revoked', 'expired', 'deactivated', 'invalid'] as const

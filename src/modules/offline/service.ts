@@ -2,11 +2,11 @@
 // (judging licenses a device brings back, renewing the good ones).
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
-import { AppError, notFound } from '../../http/errors'
-import { iso } from '../../http/schema'
+import { AppError, notFound } from '../../core/errors'
+import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
 import { claimSlot, lockKeyForSlot } from '../activations/repo'
-import type { Principal } from '../api-keys/principals'
+import type { Principal } from '../../core/principal'
 import { parseLicense, signLicense, verifyLicense, type LicensePayload } from './license'
 import {
   DEFAULT_TTL_SECONDS,

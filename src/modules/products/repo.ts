@@ -1,5 +1,5 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../http/schema'
+import { iso } from '../../core/values'
 import type { Product } from './model'
 
 type Row = {

@@ -18,8 +18,7 @@
 //   behind reconnect attempts; then one read tries Postgres again.
 import type { Bus, BusState } from '../../infra/bus'
 import { isConnectionError } from '../../infra/db'
-import { cacheLookups } from '../../infra/metrics'
-import { tally } from './tally'
+import { cacheLookupResults } from '../../infra/metrics'
 
 export type KeyStatus = 'active' | 'revoked' | 'expired'
 
@@ -60,7 +59,7 @@ export interface HotStateOptions {
   busState?: () => BusState
 }
 
-const lookups = tally(cacheLookups, 'result', ['hit', 'negative_hit', 'miss', 'stale'])
+const lookups = cacheLookupResults
 const { hit, negative_hit: negativeHit, miss, stale } = lookups
 
 /** Re-read a hot entry in the background once it is this far into its TTL, so hot keys never wait. */

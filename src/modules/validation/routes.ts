@@ -5,10 +5,9 @@ import { Problem } from '../../http/schema'
 import { Activation } from '../keys/model'
 import { fastValidate } from './fast-path'
 import { ActivationParams, DeactivateAnswer, DeactivateBody, ValidateAnswer, ValidateBody } from './model'
-import { validationEngine } from './service'
+import type { ValidationEngine } from './service'
 
-export function validationRoutes(deps: Deps) {
-  const engine = validationEngine(deps)
+export function validationRoutes(deps: Deps, engine: ValidationEngine) {
   return (
     new Elysia({ name: 'keyward.validation' })
       .use(authPlugin(deps.principals))
@@ -52,6 +51,6 @@ export function validationRoutes(deps: Deps) {
 }
 
 /** Bun.serve routes that bypass the framework for the hot route (mounted by createApp). */
-export function validationServeRoutes(deps: Deps) {
-  return { '/v1/validate': { POST: fastValidate(deps) } }
+export function validationServeRoutes(deps: Deps, engine: ValidationEngine) {
+  return { '/v1/validate': { POST: fastValidate(deps, engine) } }
 }

@@ -2,26 +2,25 @@
 // locking transaction, deactivation by the device or the admin. Refusals are answers (values);
 // exceptions are for failed requests (429, 404 on admin routes, 503 when Postgres is needed and down).
 import type { Deps } from '../../deps'
-import { AppError, notFound } from '../../http/errors'
+import { AppError, notFound } from '../../core/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
 import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
-import { validateAnswers } from '../../infra/metrics'
-import { PLAN_LIMITS } from '../accounts/plans'
+import { validateOutcomes } from '../../infra/metrics'
+import { PLAN_LIMITS } from '../../core/plans'
 import { claimSlot, countActive, lockKeyForSlot, releaseSlot } from '../activations/repo'
-import type { Principal } from '../api-keys/principals'
+import type { Principal } from '../../core/principal'
 import { activationColumns, toActivation } from '../keys/repo'
 import type { Activation } from '../keys/model'
 import { deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyState } from './hot-state'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
-import { tally } from './tally'
 
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
 
-const outcome = tally(validateAnswers, 'outcome', ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'])
+const outcome = validateOutcomes
 
 // Refusals never change: one frozen object each instead of an allocation per answer.
 const REFUSED: Record<Reason, ValidateAnswer> = {
@@ -222,13 +221,4 @@ export class ValidationEngine {
   close() {
     this.hot.close()
   }
-}
-
-const engines = new WeakMap<Deps, ValidationEngine>()
-
-/** One engine per node (per Deps): the routes, the fast path and the node's jobs share it. */
-export function validationEngine(deps: Deps): ValidationEngine {
-  let engine = engines.get(deps)
-  if (!engine) engines.set(deps, (engine = new ValidationEngine(deps)))
-  return engine
 }

@@ -1,6 +1,6 @@
 // Webhook endpoints and the attempt log. The delivery queue itself is in queue.ts.
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../http/schema'
+import { iso } from '../../core/values'
 import type { EventType } from '../events/outbox'
 import type { DeliveryAttempt, Webhook } from './model'
 

@@ -1,6 +1,6 @@
-// The access log of the validate fast path: the same line the kernel writes through pino
-// ({level, time, bindings, method, route, status, ms, request_id}), built by hand and written to
-// pino's own destination in batches. Measured: pino's per-call serialisation, redaction
+// The access log of the routes served outside the framework (the validate fast path): the same line
+// the kernel writes through pino ({level, time, bindings, method, route, status, ms, request_id}),
+// built by hand and written to pino's own destination in batches. Measured: pino's per-call serialisation, redaction
 // and per-write buffer bookkeeping cost about as much as the whole validate decision, so at tens of
 // thousands of requests per second they would be the largest item on the hot path. None of these
 // fields can hold a secret (the request id is checked against a strict pattern before use).
@@ -8,13 +8,16 @@
 // destination costs tens of µs of CPU in Bun whatever its size (measured ≈50–70 µs for 4–150 KB), which
 // a turn of a few requests cannot amortise. Lines wait at most MAX_WAIT_MS in memory (≈0.6 MB at most);
 // the node flushes them at shutdown (node.ts) before pino's own buffer.
+// This is the one file that reads pino's internals (through `pino.symbols`, which pino exports for
+// this kind of use but does not promise to keep): test/infra/access-log.test.ts holds the line written
+// here against the line pino writes itself, so a pino upgrade that changes them fails there.
 import pino from 'pino'
-import { flatten } from '../../infra/crypto'
-import type { Logger } from '../../infra/log'
+import { flatten } from './crypto'
+import type { Logger } from './log'
 
 const { streamSym, chindingsSym, timeSym } = pino.symbols
 
-// pino's documented symbols: the destination, the serialised bindings (`,"pid":…`), the time function.
+// The destination, the serialised bindings (`,"pid":…`), the time function (`,"time":…`).
 type Internals = Record<symbol, unknown>
 const stream = (l: Internals) => l[streamSym] as { write(s: string): unknown }
 const bindings = (l: Internals) => l[chindingsSym] as string
@@ -23,16 +26,8 @@ const time = (l: Internals) => (l[timeSym] as () => string)()
 const MAX_LINES = 4096
 const MAX_WAIT_MS = 50
 
-const logs = new WeakMap<Logger, AccessLog>()
-
-/** The access log writing to `log`'s destination: one per logger, so shutdown can flush it. */
-export function accessLogFor(log: Logger): AccessLog {
-  let a = logs.get(log)
-  if (!a) logs.set(log, (a = new AccessLog(log)))
-  return a
-}
-
-class AccessLog {
+/** Writes to `log`'s destination; built once per node (buildDeps), flushed at its shutdown. */
+export class AccessLog {
   private lines: string[] = []
   private timer: Timer | null = null
   /** Everything before the status changes once per millisecond: tens of lines share it at load. */

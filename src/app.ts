@@ -1,0 +1,46 @@
+// The composition root of the HTTP application: the kernel (ids, limits, errors, logs), the docs,
+// and every feature module's routes over one set of dependencies. Only node.ts imports this file.
+import { Elysia } from 'elysia'
+import type { Deps } from './deps'
+import { docs } from './http/docs'
+import { kernel } from './http/kernel'
+import { adminRoutes } from './modules/accounts/routes'
+import { analyticsRoutes } from './modules/analytics/routes'
+import type { Principals } from './modules/api-keys/principals'
+import { apiKeyRoutes } from './modules/api-keys/routes'
+import { keyRoutes } from './modules/keys/routes'
+import { offlineRoutes } from './modules/offline/routes'
+import { opsRoutes } from './modules/ops/routes'
+import { productRoutes } from './modules/products/routes'
+import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
+import type { ValidationEngine } from './modules/validation/service'
+import { webhookRoutes } from './modules/webhooks/routes'
+
+/** Deps as a node builds them (node.ts, buildDeps): with the services it shares, by their own types. */
+export interface NodeDeps extends Deps {
+  readonly principals: Principals
+  /** One engine per node: the validate routes (both doors) and the node's last-seen flush job. */
+  readonly validation: ValidationEngine
+}
+
+/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12). */
+const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
+
+export function createApp(deps: NodeDeps) {
+  // POST /v1/validate is served by Bun's router straight into the validation engine (see
+  // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
+  return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation) } })
+    .use(kernel(deps.log, BODY_LIMITS))
+    .use(docs())
+    .use(opsRoutes(deps))
+    .use(adminRoutes(deps))
+    .use(apiKeyRoutes(deps))
+    .use(productRoutes(deps))
+    .use(keyRoutes(deps))
+    .use(validationRoutes(deps, deps.validation))
+    .use(analyticsRoutes(deps))
+    .use(offlineRoutes(deps))
+    .use(webhookRoutes(deps))
+}
+
+export type App = ReturnType<typeof createApp>
