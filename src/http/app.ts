@@ -12,11 +12,13 @@ import { validationRoutes, validationServeRoutes } from '../modules/validation/r
 import { webhookRoutes } from '../modules/webhooks/routes'
 import { docs } from './docs'
 import { kernel } from './kernel'
+import { routeOnParsedPath } from './request-path'
 
 export function createApp(deps: Deps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
   return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps) } as never })
+    .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see request-path.ts)
     .use(kernel(deps.log))
     .use(docs())
     .use(opsRoutes(deps))
