@@ -4,6 +4,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from './deps'
 import { docs } from './http/docs'
 import { kernel } from './http/kernel'
+import { routeOnParsedPath } from './http/request-path'
 import { adminRoutes } from './modules/accounts/routes'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
@@ -30,6 +31,7 @@ export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
   return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation) } })
+    .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
     .use(kernel(deps.log, BODY_LIMITS))
     .use(docs())
     .use(opsRoutes(deps))

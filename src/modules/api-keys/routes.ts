@@ -17,8 +17,8 @@ export function apiKeyRoutes(deps: Deps) {
     .post(
       '/api-keys',
       (ctx) =>
-        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/api-keys', () =>
-          service.createApiKey(deps.sql, ctx.principal.accountId, ctx.body),
+        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/api-keys', (record) =>
+          service.createApiKey(deps.sql, ctx.principal.accountId, ctx.body, record),
           { secretKey: deps.secretKey }, // the stored replay holds the token: sealed at rest
         ),
       {

@@ -1,6 +1,7 @@
 import type { Deps } from '../../deps'
 import { isId, newApiToken, newId } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
+import type { RecordCreated } from '../../core/record-created'
 import { notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from './model'
 import { hashToken } from './principals'
@@ -9,22 +10,30 @@ import type { Scope } from '../../core/scopes'
 
 const tokenPrefix = (token: string) => token.slice(0, 7)
 
-/** Creates an API key; the token exists only in the return value. */
+/**
+ * Creates an API key; the token exists only in the return value. With `record` (Idempotency-Key, only
+ * given with a pool, never within account creation's transaction) the insert and the stored response
+ * share one transaction.
+ */
 export async function createApiKey(
   sql: Sql | Tx,
   accountId: string,
   input: { name: string; scope: Scope },
+  record?: RecordCreated,
 ): Promise<ApiKeyWithToken> {
   const token = newApiToken()
-  const apiKey = await repo.insertApiKey(sql, {
-    id: newId('ak'),
-    accountId,
-    name: input.name,
-    scope: input.scope,
-    tokenHash: hashToken(token),
-    tokenPrefix: tokenPrefix(token),
-  })
-  return { ...apiKey, token }
+  const insert = async (db: Sql | Tx) => {
+    const apiKey = await repo.insertApiKey(db, {
+      id: newId('ak'),
+      accountId,
+      name: input.name,
+      scope: input.scope,
+      tokenHash: hashToken(token),
+      tokenPrefix: tokenPrefix(token),
+    })
+    return { ...apiKey, token }
+  }
+  return record ? (sql as Sql).begin(async (tx) => record(tx, await insert(tx))) : insert(sql)
 }
 
 export const listApiKeys = (deps: Deps, accountId: string) => repo.listApiKeys(deps.sql, accountId)

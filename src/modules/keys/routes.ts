@@ -12,8 +12,8 @@ export function keyRoutes(deps: Deps) {
     .post(
       '',
       (ctx) =>
-        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys', () =>
-          service.createKey(deps, ctx.principal, ctx.body),
+        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys', (record) =>
+          service.createKey(deps, ctx.principal, ctx.body, record),
           { secretKey: deps.secretKey }, // the stored replay holds the key value: sealed at rest
         ),
       {

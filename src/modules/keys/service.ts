@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps'
+import type { RecordCreated } from '../../core/record-created'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
@@ -13,13 +14,16 @@ function futureInstant(field: string, text: string): Date {
   return d
 }
 
-/** Creates a key; the key value exists only in the return value (the database keeps its hash). */
-export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody): Promise<Key & { key_value: string }> {
+/**
+ * Creates a key; the key value exists only in the return value (the database keeps its hash, and the
+ * Idempotency-Key `record` a sealed copy of the response, in the create's transaction).
+ */
+export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody, record?: RecordCreated): Promise<Key & { key_value: string }> {
   const expiresAt = input.expires_at ? futureInstant('body.expires_at', input.expires_at) : null
   const metadata = input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata)
   const keyValue = newKeyValue()
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
-  const key = await deps.sql.begin(async (tx) => {
+  const created = await deps.sql.begin(async (tx) => {
     // `for share` orders this against a concurrent product delete (which takes the row `for update`).
     const [product] = isId('prod', input.product_id)
       ? await tx`select id from products where id = ${input.product_id} and account_id = ${who.accountId} for share`
@@ -37,11 +41,12 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
       metadata,
     })
     await emit(tx, who.accountId, 'key.created', key)
-    return key
+    const created = { ...key, key_value: keyValue }
+    return record ? record(tx, created) : created
   })
   // A node may hold a negative ("not_found") entry for this value; drop it everywhere before answering.
   await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return { ...key, key_value: keyValue }
+  return created
 }
 
 export async function getKey(deps: Deps, who: Principal, id: string) {

@@ -20,8 +20,8 @@ export function offlineRoutes(deps: Deps) {
       '/keys/:id/offline-licenses',
       (ctx) =>
         // The key id is part of the request: the same Idempotency-Key and body for another key is a new request.
-        createOnce(ctx, deps.sql, ctx.principal.accountId, `POST /v1/keys/${ctx.params.id}/offline-licenses`, () =>
-          service.issueLicense(deps, signers, ctx.principal, ctx.params.id, ctx.body),
+        createOnce(ctx, deps.sql, ctx.principal.accountId, `POST /v1/keys/${ctx.params.id}/offline-licenses`, (record) =>
+          service.issueLicense(deps, signers, ctx.principal, ctx.params.id, ctx.body, record),
         ),
       {
         auth: 'offline:write',

@@ -3,6 +3,7 @@
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
 import { AppError, notFound } from '../../core/errors'
+import type { RecordCreated } from '../../core/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
 import { claimSlot, lockKeyForSlot } from '../activations/repo'
@@ -35,13 +36,14 @@ export async function issueLicense(
   who: Principal,
   keyId: string,
   input: IssueLicenseBody,
+  record?: RecordCreated,
 ): Promise<IssuedLicense> {
   if (!isId('key', keyId)) throw notFound('key', keyId)
   const fingerprint = input.device_fingerprint.toLowerCase()
   const ttlSeconds = input.ttl_seconds ?? DEFAULT_TTL_SECONDS
   // Loaded (or created) before the transaction: key generation has no business holding a row lock.
   const signer = await signers.get(who.accountId)
-  const { payload, keyHash, newDevice } = await deps.sql.begin(async (tx) => {
+  const { issued, keyHash, newDevice } = await deps.sql.begin(async (tx) => {
     const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
     if (!key) throw notFound('key', keyId)
     if (key.status === 'revoked') throw new AppError('key_revoked', `Key ${keyId} is revoked`)
@@ -75,7 +77,10 @@ export async function issueLicense(
       issued_at: iso(issuedAt)!,
       expires_at: iso(expiresAt)!,
     }
-    return { payload, keyHash: key.key_hash, newDevice: slot.kind === 'created' ? slot.activation.id : null }
+    // Signed here so the Idempotency-Key `record` stores the response in this transaction (signing is CPU only).
+    const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload), expires_at: payload.expires_at, payload }
+    const issued = record ? await record(tx, signed) : signed
+    return { issued, keyHash: key.key_hash, newDevice: slot.kind === 'created' ? slot.activation.id : null }
   })
   // A new device took a slot: every node's validate state learns it (as validate itself announces new
   // devices). The activation is committed either way, so a failed broadcast is logged, not an error.
@@ -84,7 +89,7 @@ export async function issueLicense(
       .publish({ kind: 'device', accountId: who.accountId, keyHash, fingerprint, activationId: newDevice })
       .catch((err) => deps.log.warn({ err: String(err) }, 'device broadcast failed'))
   }
-  return { id: payload.id, license: signLicense(signer.privateKey, signer.kid, payload), expires_at: payload.expires_at, payload }
+  return issued
 }
 
 type Checked = { id: string | null; payload: LicensePayload | null }

@@ -12,8 +12,8 @@ export function productRoutes(deps: Deps) {
     .post(
       '',
       (ctx) =>
-        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/products', () =>
-          service.createProduct(deps, ctx.principal, ctx.body),
+        createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/products', (record) =>
+          service.createProduct(deps, ctx.principal, ctx.body, record),
         ),
       {
         auth: 'products:write',

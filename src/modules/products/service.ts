@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps'
+import type { RecordCreated } from '../../core/record-created'
 import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { PLAN_LIMITS } from '../../core/plans'
@@ -7,7 +8,8 @@ import { emit } from '../events/outbox'
 import type { CreateProductBody, Product, UpdateProductBody } from './model'
 import * as repo from './repo'
 
-export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody): Promise<Product> {
+/** `record` (Idempotency-Key) stores the response in the create's transaction. */
+export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody, record?: RecordCreated): Promise<Product> {
   return deps.sql.begin(async (tx) => {
     // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
     const [account] = await tx<{ plan: keyof typeof PLAN_LIMITS }[]>`select plan from accounts where id = ${who.accountId} for update`
@@ -24,7 +26,7 @@ export async function createProduct(deps: Deps, who: Principal, input: CreatePro
     })
     if (!product) throw new AppError('slug_taken', `The slug ${input.slug} is already used in this account`)
     await emit(tx, who.accountId, 'product.created', product)
-    return product
+    return record ? record(tx, product) : product
   })
 }
 

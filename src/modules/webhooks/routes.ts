@@ -12,8 +12,8 @@ export function webhookRoutes(deps: Deps) {
     .post(
       '/',
       async (ctx) => {
-        const stored = await createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/webhooks', () =>
-          service.createWebhook(deps, ctx.principal, ctx.body),
+        const stored = await createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/webhooks', (record) =>
+          service.createWebhook(deps, ctx.principal, ctx.body, record),
         )
         return service.revealSecret(deps, stored as Parameters<typeof service.revealSecret>[1])
       },

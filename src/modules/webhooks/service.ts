@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps'
+import type { RecordCreated } from '../../core/record-created'
 import { isId, newId, open, seal } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { PLAN_LIMITS, type Plan } from '../../core/plans'
@@ -19,33 +20,36 @@ async function checkUrl(deps: Deps, url: string): Promise<void> {
 const unique = (events: EventType[]) => [...new Set(events)]
 
 /**
- * Creates a webhook. What createOnce stores for Idempotency-Key replays is this return value, so the
- * secret travels sealed (`secret_sealed`) and is opened per response by `revealSecret`.
+ * Creates a webhook. What createOnce stores for Idempotency-Key replays (`record`, in the create's
+ * transaction) is this return value, so the secret travels sealed (`secret_sealed`) and is opened per
+ * response by `revealSecret`.
  */
 export async function createWebhook(
   deps: Deps,
   who: Principal,
   input: CreateWebhookBody,
+  record?: RecordCreated,
 ): Promise<Webhook & { secret_sealed: string }> {
   await checkUrl(deps, input.url)
   const secret = newWebhookSecret()
   const secretSealed = seal(deps.secretKey, secret)
-  const webhook = await deps.sql.begin(async (tx) => {
+  return deps.sql.begin(async (tx) => {
     // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
     const [account] = await tx<{ plan: Plan }[]>`select plan from accounts where id = ${who.accountId} for update`
     const limit = PLAN_LIMITS[account.plan].webhooks
     if (limit !== null && (await repo.countWebhooks(tx, who.accountId)) >= limit) {
       throw new AppError('plan_limit_reached', `The ${account.plan} plan allows ${limit} webhook(s); upgrade to create more`)
     }
-    return repo.insertWebhook(tx, {
+    const webhook = await repo.insertWebhook(tx, {
       id: newId('wh'),
       accountId: who.accountId,
       url: input.url,
       events: unique(input.events),
       secretSealed,
     })
+    const created = { ...webhook, secret_sealed: secretSealed }
+    return record ? record(tx, created) : created
   })
-  return { ...webhook, secret_sealed: secretSealed }
 }
 
 export function revealSecret(deps: Deps, stored: Webhook & { secret_sealed: string }): WebhookWithSecret {
