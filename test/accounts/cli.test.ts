@@ -10,7 +10,8 @@ import { startNode } from '../../src/node'
 import { client, freshDatabase, realPostgres, SECRET_KEY, testConfig, type TestDb } from '../support/harness'
 import { embeddedEnv } from '../foundation/helpers'
 
-setDefaultTimeout(120_000)
+// Each command starts the store in its own process: embedded, on a loaded machine, that is many seconds.
+setDefaultTimeout(300_000)
 
 const ROOT = join(import.meta.dir, '..', '..')
 const dataDir = mkdtempSync(join(tmpdir(), 'keyward-cli-accounts-'))

@@ -166,4 +166,4 @@ test('operator routes are 404 when ADMIN_TOKEN is not configured', async () => {
   } finally {
     await off.close()
   }
-})
+}, 120_000) // a second node on its own store: slow to start when embedded
