@@ -1,55 +1,129 @@
 // `bun run keyward <command>`: operator tasks without a running server.
 import { parseArgs } from 'node:util'
-import { ConfigError, loadConfig } from './config'
+import { ConfigError, loadConfig, type Config } from './config'
+import type { Sql } from './infra/db'
 import { migrate } from './infra/migrate'
 import { resolveSecretKey } from './infra/secret-key'
 import { PLANS, type Plan } from './core/plans'
-import { createAccount } from './modules/accounts/service'
+import { SCOPES, type Scope } from './core/scopes'
+import { createAccount, issueApiKey, listAccounts } from './modules/accounts/service'
 import { openDb } from './node'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations
   bun run keyward accounts create --name NAME [--plan PLAN] create an account; prints its id and first token
-Plans: ${PLANS.join(', ')}`
+  bun run keyward accounts list [--q PREFIX] [--page N] [--page-size N]
+                                                            accounts, newest first, with usage counts
+                                                            (--q: a prefix of the name, any case, or of the id)
+  bun run keyward api-keys create --account ID --scope SCOPE [--name NAME]
+                                                            issue an API key to an account (recovery);
+                                                            prints its token once
+Plans: ${PLANS.join(', ')}
+Scopes: ${SCOPES.join(', ')}`
+
+/** A usage error: the message goes to stderr and the process exits 2. */
+class UsageError extends Error {}
+
+/** Opens the configured store, applies pending migrations, runs `work`, closes the store. */
+async function withDb<T>(config: Config, work: (sql: Sql) => Promise<T>): Promise<T> {
+  const db = await openDb(config)
+  try {
+    await migrate(db.sql)
+    return await work(db.sql)
+  } finally {
+    await db.close()
+  }
+}
+
+function integer(flag: string, text: string | undefined, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined
+  const n = Number(text)
+  if (!/^\d+$/.test(text) || n < min || n > max) throw new UsageError(`${flag} must be an integer ${min}..${max}`)
+  return n
+}
+
+async function accountsCreate(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { name: { type: 'string' }, plan: { type: 'string' } } })
+  if (!values.name || values.name.length > 200) throw new UsageError('--name is required (1..200 characters)')
+  if (values.plan && !PLANS.includes(values.plan as Plan)) throw new UsageError(`--plan must be one of ${PLANS.join(', ')}`)
+  const { account, api_key } = await withDb(config, (sql) =>
+    createAccount(sql, { name: values.name!, plan: values.plan as Plan | undefined }, resolveSecretKey(config)),
+  )
+  console.log(`account_id: ${account.id}`)
+  console.log(`plan: ${account.plan}`)
+  console.log(`token: ${api_key.token}   (full_access; shown only this once)`)
+}
+
+async function accountsList(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { q: { type: 'string' }, page: { type: 'string' }, 'page-size': { type: 'string' } },
+  })
+  if (values.q !== undefined && values.q.length > 200) throw new UsageError('--q must be at most 200 characters')
+  const query = {
+    q: values.q,
+    page: integer('--page', values.page, 0, 1_000_000),
+    page_size: integer('--page-size', values['page-size'], 1, 100),
+  }
+  const page = await withDb(config, (sql) => listAccounts(sql, query))
+  // Tab-separated, one account a line: easy to read and to cut/awk. The name goes last (it may hold spaces).
+  console.log(['id', 'plan', 'created_at', 'products', 'keys', 'active_keys', 'activations', 'api_keys', 'name'].join('\t'))
+  for (const a of page.data) {
+    const u = a.usage
+    console.log([a.id, a.plan, a.created_at, u.products, u.keys, u.active_keys, u.activations, u.api_keys, a.name].join('\t'))
+  }
+  const first = page.page * page.page_size
+  const shown = page.data.length ? `${first + 1}-${first + page.data.length}` : 'none'
+  console.log(`# ${shown} of ${page.total}${page.has_more ? ` (more: --page ${page.page + 1})` : ''}`)
+}
+
+async function apiKeysCreate(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { account: { type: 'string' }, scope: { type: 'string' }, name: { type: 'string' } },
+  })
+  if (!values.account) throw new UsageError('--account is required (an acct_ id)')
+  if (!values.scope || !SCOPES.includes(values.scope as Scope)) throw new UsageError(`--scope must be one of ${SCOPES.join(', ')}`)
+  const name = values.name ?? 'Recovery'
+  if (name.length < 1 || name.length > 200) throw new UsageError('--name must be 1..200 characters')
+  const apiKey = await withDb(config, (sql) => issueApiKey(sql, values.account!, { name, scope: values.scope as Scope }))
+  console.log(`api_key_id: ${apiKey.id}`)
+  console.log(`account_id: ${values.account}`)
+  console.log(`scope: ${apiKey.scope}`)
+  console.log(`token: ${apiKey.token}   (shown only this once)`)
+}
+
+const COMMANDS: Record<string, (config: Config, args: string[]) => Promise<void>> = {
+  'accounts create': accountsCreate,
+  'accounts list': accountsList,
+  'api-keys create': apiKeysCreate,
+}
 
 async function main(argv: string[]): Promise<number> {
   const config = loadConfig()
   const [command, sub] = argv
-  if (command === 'migrate') {
-    const db = await openDb(config)
-    try {
-      const applied = await migrate(db.sql)
-      console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Nothing to apply')
-    } finally {
-      await db.close()
+  try {
+    if (command === 'migrate') {
+      const db = await openDb(config)
+      try {
+        const applied = await migrate(db.sql)
+        console.log(applied.length ? `Applied: ${applied.join(', ')}` : 'Nothing to apply')
+      } finally {
+        await db.close()
+      }
+      return 0
     }
-    return 0
-  }
-  if (command === 'accounts' && sub === 'create') {
-    const { values } = parseArgs({ args: argv.slice(2), options: { name: { type: 'string' }, plan: { type: 'string' } } })
-    if (!values.name || values.name.length > 200) {
-      console.error('--name is required (1..200 characters)')
-      return 2
+    const run = COMMANDS[`${command} ${sub}`]
+    if (run) {
+      await run(config, argv.slice(2))
+      return 0
     }
-    if (values.plan && !PLANS.includes(values.plan as Plan)) {
-      console.error(`--plan must be one of ${PLANS.join(', ')}`)
-      return 2
-    }
-    const db = await openDb(config)
-    try {
-      await migrate(db.sql)
-      const { account, api_key } = await createAccount(
-        db.sql,
-        { name: values.name, plan: values.plan as Plan | undefined },
-        resolveSecretKey(config),
-      )
-      console.log(`account_id: ${account.id}`)
-      console.log(`plan: ${account.plan}`)
-      console.log(`token: ${api_key.token}   (full_access; shown only this once)`)
-    } finally {
-      await db.close()
-    }
-    return 0
+  } catch (err) {
+    // parseArgs throws TypeError (ERR_PARSE_ARGS_*) for unknown options or a missing value.
+    const parse = (err as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')
+    if (!(err instanceof UsageError) && !parse) throw err
+    console.error((err as Error).message)
+    return 2
   }
   console.error(USAGE)
   return command ? 2 : 0

@@ -15,6 +15,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused',
   'payload_too_large',
   'product_has_active_keys',
+  'last_full_access_key',
   'rate_limited',
   'internal_error',
   'unavailable',

@@ -1,4 +1,4 @@
-import { OneOf, t, Timestamp } from '../../http/schema'
+import { OneOf, q, t, Timestamp } from '../../http/schema'
 import { PLANS } from '../../core/plans'
 
 export const PlanName = OneOf(PLANS, { description: 'Account plan' })
@@ -11,18 +11,34 @@ export const Account = t.Object({
 })
 export type Account = typeof Account.static
 
-export const AccountWithUsage = t.Composite([
-  Account,
-  t.Object({
-    usage: t.Object({
-      products: t.Integer(),
-      keys: t.Integer(),
-      active_keys: t.Integer(),
-      activations: t.Integer(),
-      api_keys: t.Integer(),
-    }),
-  }),
-])
+export const Usage = t.Object({
+  products: t.Integer(),
+  keys: t.Integer({ description: 'Every license key, any status' }),
+  active_keys: t.Integer({ description: 'Keys whose effective status is active' }),
+  activations: t.Integer({ description: 'Every activation ever recorded, deactivated ones included' }),
+  api_keys: t.Integer(),
+})
+export type Usage = typeof Usage.static
+
+export const AccountWithUsage = t.Composite([Account, t.Object({ usage: Usage })])
+export type AccountWithUsage = typeof AccountWithUsage.static
+
+export const ListAccountsQuery = q.Object({
+  q: q.Optional(
+    q.String({ maxLength: 200, description: 'A case-insensitive prefix of the name, or a prefix of the id' }),
+  ),
+  // Bounded as on GET /v1/keys: page * page_size always fits the database's OFFSET.
+  page: q.Optional(q.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
+  page_size: q.Optional(q.Integer({ minimum: 1, maximum: 100, default: 20 })),
+})
+
+export const AccountPage = t.Object({
+  data: t.Array(AccountWithUsage),
+  page: t.Integer(),
+  page_size: t.Integer(),
+  total: t.Integer(),
+  has_more: t.Boolean(),
+})
 
 export const CreateAccountBody = t.Object({
   name: t.String({ minLength: 1, maxLength: 200 }),

@@ -5,8 +5,8 @@ import type { Deps } from '../../deps'
 import { AppError } from '../../core/errors'
 import { IdParam, Problem, t } from '../../http/schema'
 import { sha256Hex } from '../../infra/crypto'
-import { ApiKeyWithToken } from '../api-keys/model'
-import { Account, AccountWithUsage, CreateAccountBody, UpdateAccountBody } from './model'
+import { ApiKeyWithToken, CreateApiKeyBody } from '../api-keys/model'
+import { Account, AccountPage, AccountWithUsage, CreateAccountBody, ListAccountsQuery, UpdateAccountBody } from './model'
 import * as service from './service'
 
 export function adminRoutes(deps: Deps) {
@@ -35,6 +35,15 @@ export function adminRoutes(deps: Deps) {
         detail: { tags: ['Operator'], summary: 'Create an account and its first full_access API key', security: [{ admin: [] }] },
       },
     )
+    .get('/accounts', ({ query }) => service.listAccounts(deps.sql, query), {
+      query: ListAccountsQuery,
+      response: { 200: AccountPage, 400: Problem, 401: Problem },
+      detail: {
+        tags: ['Operator'],
+        summary: 'List accounts, newest first, with usage counts; q = name or id prefix',
+        security: [{ admin: [] }],
+      },
+    })
     .get('/accounts/:id', ({ params }) => service.getAccount(deps, params.id), {
       params: IdParam(),
       response: { 200: AccountWithUsage, 401: Problem, 404: Problem },
@@ -46,4 +55,21 @@ export function adminRoutes(deps: Deps) {
       response: { 200: Account, 400: Problem, 401: Problem, 404: Problem },
       detail: { tags: ['Operator'], summary: 'Rename or change plan (emits account.plan_changed)', security: [{ admin: [] }] },
     })
+    .post(
+      '/accounts/:id/api-keys',
+      async ({ params, body, set }) => {
+        set.status = 201
+        return service.issueApiKey(deps.sql, params.id, body)
+      },
+      {
+        params: IdParam(),
+        body: CreateApiKeyBody,
+        response: { 201: ApiKeyWithToken, 400: Problem, 401: Problem, 404: Problem },
+        detail: {
+          tags: ['Operator'],
+          summary: 'Issue an API key to an existing account (recovery; the token is shown once)',
+          security: [{ admin: [] }],
+        },
+      },
+    )
 }

@@ -2,6 +2,8 @@ import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import type { Sql } from '../../infra/db'
 import { notFound } from '../../core/errors'
+import type { ApiKeyWithToken } from '../api-keys/model'
+import type { Scope } from '../../core/scopes'
 import { createApiKey } from '../api-keys/service'
 import { emit } from '../events/outbox'
 import { createSigningKey } from '../offline/signing-keys'
@@ -19,6 +21,28 @@ export async function createAccount(sql: Sql, input: { name: string; plan?: Plan
     const apiKey = await createApiKey(tx, account.id, { name: 'Default', scope: 'full_access' })
     if (secretKey) await createSigningKey(tx, account.id, secretKey)
     return { account, api_key: apiKey }
+  })
+}
+
+export async function listAccounts(sql: Sql, query: { q?: string; page?: number; page_size?: number }) {
+  const page = query.page ?? 0
+  const pageSize = query.page_size ?? 20
+  const { accounts, total } = await repo.listAccounts(sql, { q: query.q, page, pageSize })
+  return { data: accounts, page, page_size: pageSize, total, has_more: (page + 1) * pageSize < total }
+}
+
+/**
+ * The operator issues an API key to an existing account (recovery when it lost its keys). The token
+ * exists only in the return value; the `api_key.created` event carries the key without it.
+ */
+export async function issueApiKey(sql: Sql, accountId: string, input: { name: string; scope: Scope }): Promise<ApiKeyWithToken> {
+  return sql.begin(async (tx) => {
+    const account = isId('acct', accountId) ? await repo.findAccount(tx, accountId) : null
+    if (!account) throw notFound('account', accountId)
+    const apiKey = await createApiKey(tx, accountId, input)
+    const { token: _token, ...withoutToken } = apiKey
+    await emit(tx, accountId, 'api_key.created', withoutToken)
+    return apiKey
   })
 }
 

@@ -39,8 +39,23 @@ export async function rotateApiKey(tx: Tx, accountId: string, id: string, tokenH
   return { apiKey: toApiKey(row), oldHash: old.token_hash }
 }
 
-export async function deleteApiKey(sql: Sql, accountId: string, id: string): Promise<string | null> {
-  const [row] = await sql<{ token_hash: string }[]>`delete from api_keys where id = ${id} and account_id = ${accountId}
+/**
+ * Deletes an API key unless it is the account's last full_access key (the account could no longer
+ * manage its keys or webhooks). The account row is locked first, so two deletes of an account's last
+ * two full_access keys run one after the other and the second sees only one left. FOR NO KEY UPDATE
+ * does not block writes that merely reference the account (their foreign keys take KEY SHARE).
+ * Returns the token hash that stopped working, `last_full_access_key` (nothing deleted), or null (no such key).
+ */
+export async function deleteApiKey(tx: Tx, accountId: string, id: string): Promise<string | 'last_full_access_key' | null> {
+  await tx`select 1 from accounts where id = ${accountId} for no key update`
+  const [key] = await tx<{ scope: Scope }[]>`select scope from api_keys where id = ${id} and account_id = ${accountId}`
+  if (!key) return null
+  if (key.scope === 'full_access') {
+    const [{ n }] = await tx<{ n: number }[]>`select count(*)::int as n from api_keys
+      where account_id = ${accountId} and scope = 'full_access'`
+    if (n <= 1) return 'last_full_access_key'
+  }
+  const [row] = await tx<{ token_hash: string }[]>`delete from api_keys where id = ${id} and account_id = ${accountId}
     returning token_hash`
   return row?.token_hash ?? null
 }

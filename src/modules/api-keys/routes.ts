@@ -48,8 +48,11 @@ export function apiKeyRoutes(deps: Deps) {
       {
         auth: 'full_access',
         params: IdParam(),
-        response: { 204: t.Void(), 401: Problem, 403: Problem, 404: Problem },
-        detail: { tags: ['API keys'], summary: 'Delete an API key; refused on every node within 1 s' },
+        response: { 204: t.Void(), 401: Problem, 403: Problem, 404: Problem, 409: Problem },
+        detail: {
+          tags: ['API keys'],
+          summary: 'Delete an API key; refused on every node within 1 s. The last full_access key cannot be deleted (409)',
+        },
       },
     )
 }

@@ -2,7 +2,7 @@ import type { Deps } from '../../deps'
 import { isId, newApiToken, newId } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
 import type { RecordCreated } from '../../core/record-created'
-import { notFound } from '../../core/errors'
+import { AppError, notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from './model'
 import { hashToken } from './principals'
 import * as repo from './repo'
@@ -48,8 +48,15 @@ export async function rotateApiKey(deps: Deps, accountId: string, id: string): P
   return { ...rotated.apiKey, token }
 }
 
+/** Refused (409) for the account's last full_access key: rotate it instead, or create another first. */
 export async function deleteApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
-  const oldHash = isId('ak', id) ? await repo.deleteApiKey(deps.sql, accountId, id) : null
-  if (!oldHash) throw notFound('API key', id)
-  await deps.bus.publish({ kind: 'api_key', tokenHash: oldHash })
+  const outcome = isId('ak', id) ? await deps.sql.begin((tx) => repo.deleteApiKey(tx, accountId, id)) : null
+  if (!outcome) throw notFound('API key', id)
+  if (outcome === 'last_full_access_key') {
+    throw new AppError(
+      'last_full_access_key',
+      `API key ${id} is the account's last full_access key; create another full_access key first, or rotate this one`,
+    )
+  }
+  await deps.bus.publish({ kind: 'api_key', tokenHash: outcome })
 }

@@ -12,6 +12,7 @@ export const EVENT_TYPES = [
   'activation.deactivated',
   'product.created',
   'account.plan_changed',
+  'api_key.created',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
