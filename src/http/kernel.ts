@@ -13,6 +13,9 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
 
+/** `/healthz` or `/healthz/` (parsed only when a query holds a NUL, so no cost on other requests). */
+const isLiveness = (url: string) => /^\/healthz\/?$/.test(new URL(url).pathname)
+
 export function requestIdOf(request: Request, now = Date.now()): string {
   const given = request.headers.get('x-request-id')
   return given !== null && SANE_REQUEST_ID.test(given) ? given : newRequestId(now)
@@ -148,7 +151,8 @@ export function kernel(log: Logger) {
       if (declared > MAX_BODY_BYTES) throw tooLarge()
       // A NUL in a query value can never be valid and Postgres cannot store it: refuse it up front.
       const q = request.url.indexOf('?')
-      if (q !== -1 && request.url.includes('%00', q)) throw invalid('query', 'must not contain NUL characters')
+      // Liveness reads no query and must answer 200 whatever a probe appends to it (API-2 §11).
+      if (q !== -1 && request.url.includes('%00', q) && !isLiveness(request.url)) throw invalid('query', 'must not contain NUL characters')
     })
     .onParse({ as: 'global' }, ({ request }) => readJson(request))
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
