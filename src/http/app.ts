@@ -9,6 +9,7 @@ import { productRoutes } from '../modules/products/routes'
 import { offlineRoutes } from '../modules/offline/routes'
 import { opsRoutes } from '../modules/ops/routes'
 import { validationRoutes, validationServeRoutes } from '../modules/validation/routes'
+import { WEBHOOK_EVENTS } from '../modules/webhooks/model'
 import { webhookRoutes } from '../modules/webhooks/routes'
 import { docs } from './docs'
 import { kernel } from './kernel'
@@ -18,7 +19,7 @@ export function createApp(deps: Deps) {
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
   return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps) } as never })
     .use(kernel(deps.log))
-    .use(docs())
+    .use(docs({ events: WEBHOOK_EVENTS }))
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))
