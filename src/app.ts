@@ -15,6 +15,7 @@ import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
 import type { ValidationEngine } from './modules/validation/service'
+import { WEBHOOK_EVENTS } from './modules/webhooks/model'
 import { webhookRoutes } from './modules/webhooks/routes'
 
 /** Deps as a node builds them (node.ts, buildDeps): with the services it shares, by their own types. */
@@ -33,7 +34,7 @@ export function createApp(deps: NodeDeps) {
   return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation) } })
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
     .use(kernel(deps.log, BODY_LIMITS))
-    .use(docs())
+    .use(docs({ events: WEBHOOK_EVENTS }))
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))

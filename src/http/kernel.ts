@@ -16,6 +16,9 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
 
+/** `/healthz` or `/healthz/` (parsed only when a query holds a NUL, so no cost on other requests). */
+const isLiveness = (url: string) => /^\/healthz\/?$/.test(new URL(url).pathname)
+
 export function requestIdOf(request: Request, now = Date.now()): string {
   const given = request.headers.get('x-request-id')
   return given !== null && SANE_REQUEST_ID.test(given) ? given : newRequestId(now)
@@ -67,7 +70,8 @@ export function checkDeclaredLength(contentLength: string | null, limit: number)
 /** A NUL in a query value can never be valid and Postgres cannot store it: refused up front, on every route. */
 export function checkQuery(url: string) {
   const q = url.indexOf('?')
-  if (q !== -1 && url.includes('%00', q)) throw invalid('query', 'must not contain NUL characters')
+  // Liveness reads no query and must answer 200 whatever a probe appends to it (API-2 §11).
+  if (q !== -1 && url.includes('%00', q) && !isLiveness(url)) throw invalid('query', 'must not contain NUL characters')
 }
 
 async function readLimited(request: Request, limit: number): Promise<Uint8Array> {

@@ -100,6 +100,13 @@ export type Client = (
   opts?: { token?: string | null; body?: unknown; raw?: string; headers?: Record<string, string> },
 ) => Promise<Reply>
 
+/**
+ * Every answer the shared client saw in this process, and the last OpenAPI document it fetched:
+ * test/support/observed-statuses.ts checks that each status seen on an operation is documented there.
+ */
+export const observed: { calls: { method: string; path: string; status: number }[]; document: unknown } =
+  ((globalThis as { keywardObserved?: typeof observed }).keywardObserved ??= { calls: [], document: null })
+
 export function client(baseUrl: string): Client {
   return async (method, path, opts = {}) => {
     const headers: Record<string, string> = { ...(opts.headers ?? {}) }
@@ -116,6 +123,8 @@ export function client(baseUrl: string): Client {
     try {
       parsed = text ? JSON.parse(text) : null
     } catch {}
+    observed.calls.push({ method, path, status: res.status })
+    if (path === '/docs/json' && res.status === 200) observed.document = parsed
     return { status: res.status, body: parsed, headers: res.headers }
   }
 }

@@ -1,12 +1,10 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { Problem } from '../../http/schema'
+import { behindAuth, problems } from '../../http/responses'
 import { allows } from '../../core/scopes'
 import { Geography, Overview, Trend, TrendQuery } from './model'
 import * as service from './service'
-
-const refusals = { 401: Problem, 402: Problem, 403: Problem }
 
 export function analyticsRoutes(deps: Deps) {
   // The plan check runs at the transform stage like the auth macro (before query validation), so a
@@ -18,23 +16,20 @@ export function analyticsRoutes(deps: Deps) {
   }
   return new Elysia({ name: 'keyward.analytics', prefix: '/v1/analytics', detail: { tags: ['Analytics'] } })
     .use(authPlugin(deps.principals))
-    .get('/overview', ({ principal }) => service.overview(deps, principal), {
-      auth: 'analytics:read',
-      transform: paidPlanOnly,
-      response: { 200: Overview, ...refusals },
-      detail: { summary: "Today's figures (UTC): keys, activations, expiring keys, validate calls" },
-    })
-    .get('/activations', ({ principal, query }) => service.activationTrend(deps, principal, query), {
-      auth: 'analytics:read',
-      transform: paidPlanOnly,
-      query: TrendQuery,
-      response: { 200: Trend, 400: Problem, ...refusals, 404: Problem },
-      detail: { summary: 'New activations per UTC day over 7, 30 or 90 days ending today, zero-filled' },
-    })
-    .get('/geography', ({ principal }) => service.geography(deps, principal), {
-      auth: 'analytics:read',
-      transform: paidPlanOnly,
-      response: { 200: Geography, ...refusals },
-      detail: { summary: 'Activations per country (two-letter codes), most first' },
-    })
+    .guard({ auth: 'analytics:read', transform: paidPlanOnly, response: { ...behindAuth(), ...problems(402) } }, (analytics) =>
+      analytics
+        .get('/overview', ({ principal }) => service.overview(deps, principal), {
+          response: { 200: Overview },
+          detail: { summary: "Today's figures (UTC): keys, activations, expiring keys, validate calls" },
+        })
+        .get('/activations', ({ principal, query }) => service.activationTrend(deps, principal, query), {
+          query: TrendQuery,
+          response: { 200: Trend, ...problems(404) },
+          detail: { summary: 'New activations per UTC day over 7, 30 or 90 days ending today, zero-filled' },
+        })
+        .get('/geography', ({ principal }) => service.geography(deps, principal), {
+          response: { 200: Geography },
+          detail: { summary: 'Activations per country (two-letter codes), most first' },
+        }),
+    )
 }

@@ -2,13 +2,15 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { IdParam, Problem } from '../../http/schema'
+import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, RevokeBody } from './model'
 import * as service from './service'
 
 export function keyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.keys', prefix: '/v1/keys', detail: { tags: ['License keys'] } })
     .use(authPlugin(deps.principals))
+    .guard({ response: behindAuth() })
     .post(
       '',
       (ctx) =>
@@ -19,34 +21,34 @@ export function keyRoutes(deps: Deps) {
       {
         auth: 'keys:write',
         body: CreateKeyBody,
-        response: { 201: CreatedKey, 400: Problem, 401: Problem, 403: Problem, 404: Problem, 409: Problem },
-        detail: { summary: 'Create a license key (key_value is shown once; emits key.created)' },
+        response: { 201: CreatedKey, ...withBody(), ...problems(404, 409) },
+        detail: { summary: 'Create a license key (key_value is shown once; emits key.created)', ...IDEMPOTENT },
       },
     )
     .get('', ({ principal, query }) => service.listKeys(deps, principal, query), {
       auth: 'keys:read',
       query: ListKeysQuery,
-      response: { 200: KeyPage, 400: Problem, 401: Problem, 403: Problem },
+      response: { 200: KeyPage },
       detail: { summary: 'List keys, newest first, filtered and paged' },
     })
-    .get('/:id', ({ principal, params }) => service.getKey(deps, principal, params.id), {
-      auth: 'keys:read',
-      params: IdParam(),
-      response: { 200: KeyDetail, 401: Problem, 403: Problem, 404: Problem },
-      detail: { summary: 'A key with its full activation history, oldest first' },
-    })
-    .post('/:id/revoke', ({ principal, params, body }) => service.revokeKey(deps, principal, params.id, body?.reason ?? null), {
-      auth: 'keys:revoke',
-      params: IdParam(),
-      body: RevokeBody,
-      response: { 200: Key, 400: Problem, 401: Problem, 403: Problem, 404: Problem },
-      detail: { summary: 'Revoke a key, final and at once on every node (emits key.revoked)' },
-    })
-    .post('/:id/extend', ({ principal, params, body }) => service.extendKey(deps, principal, params.id, body.expires_at), {
-      auth: 'keys:write',
-      params: IdParam(),
-      body: ExtendBody,
-      response: { 200: Key, 400: Problem, 401: Problem, 403: Problem, 404: Problem, 409: Problem },
-      detail: { summary: 'Set a new expiry or make the key perpetual (emits key.extended)' },
-    })
+    .guard({ params: IdParam(), response: problems(404) }, (byId) =>
+      byId
+        .get('/:id', ({ principal, params }) => service.getKey(deps, principal, params.id), {
+          auth: 'keys:read',
+          response: { 200: KeyDetail },
+          detail: { summary: 'A key with its full activation history, oldest first' },
+        })
+        .post('/:id/revoke', ({ principal, params, body }) => service.revokeKey(deps, principal, params.id, body?.reason ?? null), {
+          auth: 'keys:revoke',
+          body: RevokeBody,
+          response: { 200: Key, ...withBody() },
+          detail: { summary: 'Revoke a key, final and at once on every node (emits key.revoked)' },
+        })
+        .post('/:id/extend', ({ principal, params, body }) => service.extendKey(deps, principal, params.id, body.expires_at), {
+          auth: 'keys:write',
+          body: ExtendBody,
+          response: { 200: Key, ...withBody(), ...problems(409) },
+          detail: { summary: 'Set a new expiry or make the key perpetual (emits key.extended)' },
+        }),
+    )
 }

@@ -2,7 +2,8 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { IdParam, Problem } from '../../http/schema'
+import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { IdParam } from '../../http/schema'
 import { IssuedLicense, IssueLicenseBody, PublicKey, SyncBody, SyncResponse } from './model'
 import * as service from './service'
 import { Signers } from './signing-keys'
@@ -13,28 +14,30 @@ export function offlineRoutes(deps: Deps) {
     .use(authPlugin(deps.principals))
     .get('/offline/public-key', ({ principal }) => service.publicKey(signers, principal.accountId), {
       auth: 'any',
-      response: { 200: PublicKey, 401: Problem },
+      // Any scope passes, so no 403.
+      response: { 200: PublicKey, ...problems(400, 401, 503) },
       detail: { summary: "The account's Ed25519 public key, to verify offline licenses" },
     })
-    .post(
-      '/keys/:id/offline-licenses',
-      (ctx) =>
-        // The key id is part of the request: the same Idempotency-Key and body for another key is a new request.
-        createOnce(ctx, deps.sql, ctx.principal.accountId, `POST /v1/keys/${ctx.params.id}/offline-licenses`, (record) =>
-          service.issueLicense(deps, signers, ctx.principal, ctx.params.id, ctx.body, record),
-        ),
-      {
-        auth: 'offline:write',
-        params: IdParam(),
-        body: IssueLicenseBody,
-        response: { 201: IssuedLicense, 400: Problem, 401: Problem, 403: Problem, 404: Problem, 409: Problem },
-        detail: { summary: 'Issue a signed offline license; the device takes an activation slot' },
-      },
+    .guard({ auth: 'offline:write', response: { ...behindAuth(), ...withBody() } }, (offline) =>
+      offline
+        .post(
+          '/keys/:id/offline-licenses',
+          (ctx) =>
+            // The key id is part of the request: the same Idempotency-Key and body for another key is a new request.
+            createOnce(ctx, deps.sql, ctx.principal.accountId, `POST /v1/keys/${ctx.params.id}/offline-licenses`, (record) =>
+              service.issueLicense(deps, signers, ctx.principal, ctx.params.id, ctx.body, record),
+            ),
+          {
+            params: IdParam(),
+            body: IssueLicenseBody,
+            response: { 201: IssuedLicense, ...problems(404, 409) },
+            detail: { summary: 'Issue a signed offline license; the device takes an activation slot', ...IDEMPOTENT },
+          },
+        )
+        .post('/offline-licenses/sync', ({ principal, body }) => service.syncLicenses(deps, signers, principal, body.licenses), {
+          body: SyncBody,
+          response: { 200: SyncResponse },
+          detail: { summary: 'Check licenses brought back by devices; renew the valid ones' },
+        }),
     )
-    .post('/offline-licenses/sync', ({ principal, body }) => service.syncLicenses(deps, signers, principal, body.licenses), {
-      auth: 'offline:write',
-      body: SyncBody,
-      response: { 200: SyncResponse, 400: Problem, 401: Problem, 403: Problem },
-      detail: { summary: 'Check licenses brought back by devices; renew the valid ones' },
-    })
 }

@@ -1,17 +1,19 @@
 // Liveness and readiness for load balancers and orchestrators, metrics for Prometheus.
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
+import { problems } from '../../http/responses'
 import { t } from '../../http/schema'
 import { isDraining } from '../../http/drain'
 import { registry } from '../../infra/metrics'
 
 const DepState = t.Union([t.Literal('ok'), t.Literal('down'), t.Literal('embedded')])
+const Readiness = t.Object({ postgres: DepState, nats: DepState, redis: DepState })
 
 export function opsRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.ops', detail: { tags: ['Operations'] } })
     .get('/healthz', () => ({ status: 'ok' as const }), {
       response: { 200: t.Object({ status: t.Literal('ok') }) },
-      detail: { summary: 'Liveness: 200 while the process runs' },
+      detail: { summary: 'Liveness: 200 while the process runs, whatever the query string' },
     })
     .get(
       '/readyz',
@@ -27,7 +29,8 @@ export function opsRoutes(deps: Deps) {
         return { postgres, nats, redis }
       },
       {
-        response: { 200: t.Object({ postgres: DepState, nats: DepState, redis: DepState }), 503: t.Object({ postgres: DepState, nats: DepState, redis: DepState }) },
+        // 400: a NUL in the query (the kernel refuses it before routing).
+        response: { 200: Readiness, 503: Readiness, ...problems(400) },
         detail: { summary: 'Readiness: each dependency ok, down or embedded' },
       },
     )
@@ -36,7 +39,7 @@ export function opsRoutes(deps: Deps) {
       async () =>
         new Response(await registry.metrics(), { headers: { 'content-type': registry.contentType } }),
       {
-        response: { 200: t.String({ description: 'Prometheus text exposition format' }) },
+        response: { 200: t.String({ description: 'Prometheus text exposition format' }), ...problems(400) },
         detail: { summary: 'Prometheus metrics (text exposition format)' },
       },
     )

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { Problem } from '../../http/schema'
+import { behindAuth, problems, withBody } from '../../http/responses'
 import { Activation } from '../keys/model'
 import { fastValidate } from './fast-path'
 import { ActivationParams, DeactivateAnswer, DeactivateBody, ValidateAnswer, ValidateBody } from './model'
@@ -16,7 +16,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
       .post('/v1/validate', ({ principal, body, request }) => engine.validate(principal, body, request.headers), {
         auth: 'validate',
         body: ValidateBody,
-        response: { 200: ValidateAnswer, 400: Problem, 401: Problem, 403: Problem, 413: Problem, 429: Problem, 503: Problem },
+        response: { 200: ValidateAnswer, ...behindAuth(), ...withBody(), ...problems(429) },
         detail: {
           tags: ['Validation'],
           summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
@@ -28,7 +28,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
       .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
         auth: 'validate',
         body: DeactivateBody,
-        response: { 200: DeactivateAnswer, 400: Problem, 401: Problem, 403: Problem, 503: Problem },
+        response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody() },
         detail: {
           tags: ['Validation'],
           summary: "Release this device's slot (reason user; emits activation.deactivated)",
@@ -40,7 +40,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
         {
           auth: 'keys:write',
           params: ActivationParams,
-          response: { 200: Activation, 401: Problem, 403: Problem, 404: Problem, 503: Problem },
+          response: { 200: Activation, ...behindAuth(), ...problems(404) },
           detail: {
             tags: ['License keys'],
             summary: 'Deactivate one activation (reason admin), freeing the slot at once on every node',

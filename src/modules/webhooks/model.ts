@@ -1,5 +1,10 @@
+import type { TSchema } from '@sinclair/typebox'
 import { OneOf, t, Timestamp } from '../../http/schema'
-import { EVENT_TYPES } from '../events/outbox'
+import { PlanName } from '../accounts/model'
+import { ApiKey } from '../api-keys/model'
+import { EVENT_TYPES, type EventType } from '../events/outbox'
+import { Activation, Key } from '../keys/model'
+import { Product } from '../products/model'
 
 export const EventTypeName = OneOf(EVENT_TYPES, { description: 'An event type' })
 
@@ -55,3 +60,31 @@ export const UpdateWebhookBody = t.Object({
 export type UpdateWebhookBody = typeof UpdateWebhookBody.static
 
 export const TestResult = t.Object({ delivery: DeliveryAttempt })
+
+// What a receiver gets: one POST per event, body `{id, type, timestamp, data}` (Standard Webhooks).
+// Documented as the OpenAPI document's `webhooks`, one entry per event type.
+const ActivationEvent = t.Object({ activation: Activation, key_id: t.String(), product_id: t.String() })
+const PlanChanged = t.Object({ account_id: t.String(), previous_plan: PlanName, plan: PlanName })
+
+export const EVENT_DATA: Record<EventType, TSchema> = {
+  'key.created': Key,
+  'key.revoked': Key,
+  'key.expired': Key,
+  'key.extended': Key,
+  'activation.created': ActivationEvent,
+  'activation.deactivated': ActivationEvent,
+  'product.created': Product,
+  'account.plan_changed': PlanChanged,
+  'api_key.created': ApiKey,
+}
+
+export const eventBody = (type: EventType) =>
+  t.Object({
+    id: t.String({ description: 'The event id (evt_…), also sent as webhook-id: the same on every retry', examples: ['evt_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
+    type: t.Literal(type),
+    timestamp: Timestamp,
+    data: EVENT_DATA[type],
+  })
+
+/** Every event type's delivery body, for the OpenAPI document's `webhooks`. */
+export const WEBHOOK_EVENTS = Object.fromEntries(EVENT_TYPES.map((type) => [type, eventBody(type)]))

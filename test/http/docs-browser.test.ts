@@ -1,0 +1,78 @@
+// /docs renders in a real browser with every other origin blocked (an air-gapped site): headless
+// Chromium (Debian's package) loads /docs and /docs/, and the route list must appear. Screenshots at
+// 1280 and 390 px wide, light and dark, go to test-output/ for a person to look at.
+import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import { existsSync, mkdirSync } from 'node:fs'
+import { chromium, type Browser } from 'playwright-core'
+import { startHarness, type Harness } from '../support/harness'
+
+const CHROMIUM = '/usr/bin/chromium'
+const present = existsSync(CHROMIUM)
+if (!present) console.warn(`docs-browser: skipped, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`)
+
+setDefaultTimeout(120_000)
+
+let h: Harness
+let browser: Browser
+beforeAll(async () => {
+  if (!present) return
+  h = await startHarness()
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  })
+}, 120_000)
+afterAll(async () => {
+  await browser?.close()
+  await h?.close()
+})
+
+async function open(path: string, colorScheme: 'light' | 'dark' = 'light', width = 1280, waitFor = 'Liveness: 200 while the process runs') {
+  const page = await browser.newPage({ viewport: { width, height: 900 }, colorScheme })
+  const origin = new URL(h.node.url).origin
+  const elsewhere: string[] = []
+  const failedHere: string[] = []
+  // Every request to another origin is aborted and recorded: the page must need none.
+  await page.route('**/*', (route) => {
+    const url = route.request().url()
+    if (url.startsWith(origin) || url.startsWith('data:') || url.startsWith('blob:')) return route.continue()
+    elsewhere.push(url)
+    return route.abort()
+  })
+  page.on('response', (res) => {
+    if (res.url().startsWith(origin) && res.status() >= 400) failedHere.push(`${res.status()} ${res.url()}`)
+  })
+  await page.goto(origin + path, { waitUntil: 'load' })
+  // An operation's summary, from the spec the page fetched: the route list rendered.
+  await page.getByText(waitFor, { exact: false }).first().waitFor({ state: 'visible', timeout: 90_000 })
+  return { page, elsewhere, failedHere }
+}
+
+test.skipIf(!present)('/docs and /docs/ render the route list with no other origin reachable', async () => {
+  for (const path of ['/docs', '/docs/']) {
+    const { page, elsewhere, failedHere } = await open(path)
+    expect({ path, elsewhere, failedHere }).toEqual({ path, elsewhere: [], failedHere: [] })
+    const text = await page.locator('body').innerText()
+    // The first group's operations, and every tag of the API in the sidebar.
+    for (const summary of ['Readiness: each dependency ok, down or embedded', 'Prometheus metrics']) expect(text).toContain(summary)
+    for (const tag of ['Operator', 'API keys', 'Products', 'License keys', 'Validation', 'Analytics', 'Offline licenses', 'Webhooks']) {
+      expect(text).toContain(tag)
+    }
+    await page.close()
+  }
+})
+
+test.skipIf(!present)('screenshots at 1280 and 390 px, light and dark (test-output/)', async () => {
+  mkdirSync('test-output', { recursive: true })
+  for (const width of [1280, 390]) {
+    for (const scheme of ['light', 'dark'] as const) {
+      // A phone-wide page hides the sidebar: wait for the document's own introduction there.
+      const { page, elsewhere } = await open('/docs', scheme, width, width < 800 ? 'License keys for software vendors' : undefined)
+      expect(elsewhere).toEqual([])
+      const file = `test-output/docs-${width}-${scheme}.png`
+      await page.screenshot({ path: file })
+      expect(existsSync(file)).toBe(true)
+      await page.close()
+    }
+  }
+})
