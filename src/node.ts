@@ -15,6 +15,7 @@ import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
+import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { accessLogFor } from './modules/validation/access-log'
 import { validationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
@@ -90,6 +91,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
     every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
+    every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)
 
