@@ -42,6 +42,7 @@ const pgOptions = {
  */
 const WARM_CONNECTIONS = 5
 const KEEP_WARM_MS = 30_000
+const FIRST_WARM_MS = 2_000
 const externalOptions = {
   idle_timeout: 0,
   // Bounds the startup after the server's first byte (authentication, ready); the socket policy's
@@ -49,7 +50,7 @@ const externalOptions = {
   connect_timeout: 10,
 }
 
-/** Runs `n` concurrent trivial queries now and every KEEP_WARM_MS: each takes an open connection or opens one. */
+/** Runs `n` concurrent trivial queries soon after start and every KEEP_WARM_MS: each takes an open connection or opens one. */
 function keepWarm(sql: Sql, n: number): () => void {
   let running = false
   const warm = async () => {
@@ -57,10 +58,12 @@ function keepWarm(sql: Sql, n: number): () => void {
     running = true
     await Promise.all(Array.from({ length: n }, () => sql`select 1`.catch(() => {}))).finally(() => (running = false))
   }
-  void warm()
+  // The first round once startup (migrations) is through, so it does not compete with it.
+  const first = setTimeout(warm, FIRST_WARM_MS)
   const timer = setInterval(warm, KEEP_WARM_MS)
+  first.unref?.()
   timer.unref?.()
-  return () => clearInterval(timer)
+  return () => (clearTimeout(first), clearInterval(timer))
 }
 
 type Listen = Db['listen']

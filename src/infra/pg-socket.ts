@@ -38,6 +38,8 @@ type Options = { host: string[]; port: number[]; path?: string | false }
  */
 class PgSocket extends EventEmitter {
   private closed = false
+  /** Set before the close is delivered: postgres.js gets this error first (its query fails, no retry). */
+  failure: Error | null = null
 
   constructor(private readonly socket: net.Socket | null, failure?: Error) {
     super()
@@ -54,7 +56,10 @@ class PgSocket extends EventEmitter {
     socket.on('error', (err) => this.emit('error', err))
     socket.on('close', (hadError) => {
       this.closed = true
-      setImmediate(() => this.emit('close', hadError))
+      setImmediate(() => {
+        if (this.failure) this.emit('error', this.failure)
+        this.emit('close', hadError || this.failure !== null)
+      })
     })
   }
 
@@ -124,6 +129,7 @@ export function socketFactory(policy: SocketPolicy = DEFAULT_SOCKET_POLICY) {
       return new PgSocket(null, ok)
     }
     let spoke = false
+    let wrapped: PgSocket | null = null
     // Server silent: a quiet close (no error) makes postgres.js reconnect with the same, unsent, query;
     // past the budget, a close with an error rejects the query instead.
     const watchdog = setTimeout(() => {
@@ -136,12 +142,15 @@ export function socketFactory(policy: SocketPolicy = DEFAULT_SOCKET_POLICY) {
       heard()
     })
     socket.on('data', () => void (lastHeard = performance.now()))
+    // Registered before the wrapper's own close listener, so it runs first.
     socket.once('close', () => {
       clearTimeout(watchdog)
       if (spoke) return
       failingSince ??= started
       earlyCloses++
+      if (exhausted(performance.now()) && wrapped) wrapped.failure = connectError('CONNECT_TIMEOUT', 'Postgres closes new connections without answering')
     })
-    return new PgSocket(socket)
+    wrapped = new PgSocket(socket)
+    return wrapped
   }
 }
