@@ -56,9 +56,12 @@ class PgSocket extends EventEmitter {
     socket.on('error', (err) => this.emit('error', err))
     socket.on('close', (hadError) => {
       this.closed = true
+      // As a net.Socket does: an error, then the close a turn later (what the error's handlers write in
+      // between, e.g. a rollback, finds the socket still there and is dropped, not a null socket).
       setImmediate(() => {
-        if (this.failure) this.emit('error', this.failure)
-        this.emit('close', hadError || this.failure !== null)
+        const failure = this.failure
+        if (failure) this.emit('error', failure)
+        setImmediate(() => this.emit('close', hadError || failure !== null))
       })
     })
   }
