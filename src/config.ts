@@ -28,6 +28,8 @@ const Env = t.Object({
   SWEEP_INTERVAL_MS: t.Optional(Int),
   FLUSH_INTERVAL_MS: t.Optional(Int),
   SHUTDOWN_TIMEOUT_MS: t.Optional(Int),
+  /** Events, webhook deliveries and attempt logs older than this many days are deleted (API-2 §8). */
+  RETENTION_DAYS: t.Optional(Int),
   /** Create a demo account on first start with an empty embedded database (default: on in embedded mode). */
   DEMO_ACCOUNT: t.Optional(Bool),
 })
@@ -54,6 +56,7 @@ export type Config = Readonly<{
   sweepIntervalMs: number
   flushIntervalMs: number
   shutdownTimeoutMs: number
+  retentionDays: number
   demoAccount: boolean
   embedded: boolean
 }>
@@ -90,6 +93,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (port > 65535) throw new ConfigError('PORT must be at most 65535')
   const workers = int(e.WORKERS, 1)
   if (workers < 1 || workers > 64) throw new ConfigError('WORKERS must be between 1 and 64')
+  const retentionDays = int(e.RETENTION_DAYS, 90)
+  if (retentionDays < 1 || retentionDays > 3650) throw new ConfigError('RETENTION_DAYS must be between 1 and 3650')
   return Object.freeze({
     port,
     host: e.HOST ?? '0.0.0.0',
@@ -113,6 +118,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sweepIntervalMs: int(e.SWEEP_INTERVAL_MS, 1_000),
     flushIntervalMs: int(e.FLUSH_INTERVAL_MS, 1_000),
     shutdownTimeoutMs: int(e.SHUTDOWN_TIMEOUT_MS, 10_000),
+    retentionDays,
     demoAccount: bool(e.DEMO_ACCOUNT, embedded),
     embedded,
   })

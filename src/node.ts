@@ -15,6 +15,7 @@ import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
+import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { ValidationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
@@ -52,7 +53,7 @@ export async function openDb(config: Config): Promise<Db> {
 export async function buildDeps(config: Config, db: Db, log: Logger): Promise<NodeDeps> {
   // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
   const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log }) : new LocalBus()
-  const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log }) : new MemoryCounters()
+  const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log, sql: db.sql }) : await MemoryCounters.start(db.sql)
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   const base = { config, db, sql: db.sql, bus, counters, log, accessLog: new AccessLog(log), principals, secretKey: resolveSecretKey(config) }
   return { ...base, validation: new ValidationEngine(base) }
@@ -92,6 +93,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
     every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
+    every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)
 

@@ -3,6 +3,7 @@
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import postgres from 'postgres'
+import { DEFAULT_SOCKET_POLICY, socketFactory } from './pg-socket'
 
 export type Sql = postgres.Sql
 export type Tx = postgres.TransactionSql
@@ -30,6 +31,40 @@ const pgOptions = {
   backoff: (retries: number) => Math.min(0.02 * 2 ** retries, 0.25),
   // Dates come back as Date; ids/enums are text; counts are cast to int in SQL.
 } satisfies postgres.Options<{}>
+
+/**
+ * External Postgres. The pool opens connections before load needs them and keeps them: postgres.js
+ * opens a connection only when every open one is busy (a ramp of load, the machine saturated, a
+ * backend slow to start), and a connection that idled out was exactly such a future storm of connects.
+ * So: no idle timeout (connections still recycle after max_lifetime, 30 to 60 min), a warm floor of
+ * connections opened at start and re-opened off the request path, and pg-socket.ts's connect policy
+ * (a silent new connection is retried, an endpoint that accepts and closes fails fast).
+ */
+const WARM_CONNECTIONS = 5
+const KEEP_WARM_MS = 30_000
+const FIRST_WARM_MS = 2_000
+const externalOptions = {
+  idle_timeout: 0,
+  // Bounds the startup after the server's first byte (authentication, ready); the socket policy's
+  // own startup wait (5 s) decides first whether a silent attempt is retried or fails.
+  connect_timeout: 10,
+}
+
+/** Runs `n` concurrent trivial queries soon after start and every KEEP_WARM_MS: each takes an open connection or opens one. */
+function keepWarm(sql: Sql, n: number): () => void {
+  let running = false
+  const warm = async () => {
+    if (running) return
+    running = true
+    await Promise.all(Array.from({ length: n }, () => sql`select 1`.catch(() => {}))).finally(() => (running = false))
+  }
+  // The first round once startup (migrations) is through, so it does not compete with it.
+  const first = setTimeout(warm, FIRST_WARM_MS)
+  const timer = setInterval(warm, KEEP_WARM_MS)
+  first.unref?.()
+  timer.unref?.()
+  return () => (clearTimeout(first), clearInterval(timer))
+}
 
 type Listen = Db['listen']
 
@@ -59,14 +94,16 @@ function wrap(sql: Sql, kind: Db['kind'], listen: Listen, onClose: () => Promise
   }
 }
 
-export function connectPostgres(url: string, max = 10): Db {
-  const sql = postgres(url, { ...pgOptions, max })
+export function connectPostgres(url: string, max = 10, socketPolicy = DEFAULT_SOCKET_POLICY): Db {
+  const untyped = { socket: socketFactory(socketPolicy) } as {} // a postgres.js option missing from its type definitions
+  const sql = postgres(url, { ...pgOptions, ...externalOptions, max, ...untyped })
+  const stopWarming = keepWarm(sql, Math.min(max, WARM_CONNECTIONS))
   // postgres.js keeps LISTEN on a dedicated connection and re-listens after a reconnect.
   const listen: Listen = async (channel, onNotify) => {
     const { unlisten } = await sql.listen(channel, () => onNotify())
     return async () => void (await unlisten())
   }
-  return wrap(sql, 'postgres', listen)
+  return wrap(sql, 'postgres', listen, async () => stopWarming())
 }
 
 /**

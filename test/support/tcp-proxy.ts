@@ -10,11 +10,18 @@ export interface TcpProxy {
   restore(): void
   /** Keeps connections open but forwards nothing (a hung server or a silent network drop). */
   stall(): void
+  /**
+   * Drops every open connection; new ones are accepted and closed at once, without a byte (a server or
+   * balancer that takes connections and drops them), until `restore`.
+   */
+  acceptAndClose(): void
+  /** The next `n` new connections are accepted and held open in silence (nothing forwarded either way). */
+  silenceNext(n: number): void
   close(): void
 }
 
 type Side = { pair: Pair; queue: Uint8Array[] }
-type Pair = { client: Socket<Side>; upstream: Socket<Side> | null; early: Uint8Array[] }
+type Pair = { client: Socket<Side>; upstream: Socket<Side> | null; early: Uint8Array[]; silent?: boolean }
 
 /** Writes all of `chunk`, keeping what the socket did not take for its `drain` event. */
 function forward(to: Socket<Side>, chunk: Uint8Array) {
@@ -40,6 +47,7 @@ function drain(s: Socket<Side>) {
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   let open = true
   let stalled = false
+  let silent = 0
   const pairs = new Set<Pair>()
   const drop = (pair: Pair) => {
     if (!pairs.delete(pair)) return
@@ -55,6 +63,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
         client.data = { pair, queue: [] }
         if (!open) return void client.end()
         pairs.add(pair)
+        if (silent > 0) {
+          silent--
+          pair.silent = true // no upstream: the client hears nothing on this connection
+          return
+        }
         Bun.connect<Side>({
           hostname: targetHost,
           port: targetPort,
@@ -75,7 +88,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       },
       data(client, chunk) {
         const pair = client.data.pair
-        if (stalled) return
+        if (stalled || pair.silent) return
         if (pair.upstream) forward(pair.upstream, chunk)
         else pair.early.push(chunk.slice())
       },
@@ -97,6 +110,13 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     stall() {
       stalled = true
+    },
+    acceptAndClose() {
+      open = false
+      for (const pair of [...pairs]) drop(pair)
+    },
+    silenceNext(n) {
+      silent = n
     },
     close() {
       open = false
