@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { createLogger } from '../../src/infra/log'
 import { startNode } from '../../src/node'
 import { client, freshDatabase, realPostgres, SECRET_KEY, testConfig, type TestDb } from '../support/harness'
-import { embeddedEnv } from './helpers'
+import { embeddedEnv } from '../support/helpers'
 
 setDefaultTimeout(120_000)
 

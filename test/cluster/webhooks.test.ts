@@ -9,9 +9,9 @@ import postgres from 'postgres'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { ADMIN_TOKEN, client, freshDatabase, newProduct, realPostgres, testConfig, type Client } from '../support/harness'
-import { newWebhook } from './helpers'
-import { freePort, spawnServer, type ServerProcess } from './processes'
-import { eventually, startReceiver } from './receiver'
+import { newWebhook } from '../webhooks/helpers'
+import { freePort, spawnServer, type ServerProcess } from '../webhooks/processes'
+import { eventually, startReceiver } from '../webhooks/receiver'
 
 const cleanups: (() => Promise<unknown>)[] = []
 afterAll(async () => {

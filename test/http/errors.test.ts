@@ -4,7 +4,7 @@ import { problemResponse } from '../../src/http/errors'
 import { toAppError } from '../../src/http/kernel'
 import { createLogger } from '../../src/infra/log'
 import { ADMIN_TOKEN, newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
-import { expectProblem, ghostId, insertActivation, secondNode } from './helpers'
+import { expectProblem, ghostId, insertActivation, secondNode } from '../support/helpers'
 
 setDefaultTimeout(30_000)
 

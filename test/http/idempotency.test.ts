@@ -1,7 +1,7 @@
 // Idempotency-Key on the foundation's create routes: replay, conflicts, refusals, expiry, scoping.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { newProduct, startHarness, type Harness } from '../support/harness'
-import { expectProblem, ghostId } from './helpers'
+import { expectProblem, ghostId } from '../support/helpers'
 
 setDefaultTimeout(30_000)
 

@@ -2,7 +2,7 @@
 // problem+json (with `errors` on 400), or a 2xx when the input is in fact acceptable.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { expectNoServerError, expectProblem } from './helpers'
+import { expectNoServerError, expectProblem } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startHarness, type Harness } from './support/harness'
+import { startHarness, type Harness } from '../support/harness'
 
 let h: Harness
 beforeAll(async () => {

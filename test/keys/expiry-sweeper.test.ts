@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Db } from '../../src/infra/db'
 import { sweepExpiredKeys } from '../../src/modules/keys/expiry-sweeper'
 import { newKey, realPostgres, startHarness, type Harness } from '../support/harness'
-import { events, setup, until, validate, fingerprint } from './support'
+import { events, setup, until, validate, fingerprint } from '../validation/support'
 
 let h: Harness
 let other: Db | null = null

@@ -1,7 +1,7 @@
 // Every foundation route's happy path over HTTP, checked field by field against the contract.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { eventsOf, insertActivation } from './helpers'
+import { eventsOf, insertActivation } from '../support/helpers'
 
 const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 const ID = (prefix: string) => new RegExp(`^${prefix}_[0-9A-HJKMNP-TV-Z]{26}$`)

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
-import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from './helpers'
+import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from '../support/offline'
 
 let h: Harness
 let acct: { id: string; token: string }

@@ -3,7 +3,7 @@ import { releaseSlot } from '../../src/modules/activations/repo'
 import { signLicense } from '../../src/modules/offline/license'
 import { Signers } from '../../src/modules/offline/signing-keys'
 import { newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
-import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from './helpers'
+import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from '../support/offline'
 
 let h: Harness
 let acct: { id: string; token: string }

@@ -2,7 +2,7 @@
 // filters never show another account's data, and nothing of the other account changes.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { expectProblem, insertActivation } from '../foundation/helpers'
+import { expectProblem, insertActivation } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { SCOPES, type Requirement, type Scope } from '../../src/modules/api-keys/scopes'
 import { scopedToken, startHarness, type Harness } from '../support/harness'
-import { expectProblem, ghostId } from '../foundation/helpers'
+import { expectProblem, ghostId } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 

@@ -1,8 +1,8 @@
-// Assertions shared by the foundation and security tests.
+// Assertions and fixtures shared by the route, HTTP-layer and security tests.
 import { expect } from 'bun:test'
 import { startNode, type Node } from '../../src/node'
 import { createLogger } from '../../src/infra/log'
-import { client, testConfig, type Client, type Harness, type Reply } from '../support/harness'
+import { client, testConfig, type Client, type Harness, type Reply } from './harness'
 
 /** An RFC 9457 problem with the contract's fields; `errors` only (and always) on 400. */
 export function expectProblem(res: Reply, status: number, code?: string) {
