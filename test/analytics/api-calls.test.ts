@@ -4,7 +4,7 @@
 import { afterAll, expect, test } from 'bun:test'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
-import { client, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { client, fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
 import { analytics } from './fixtures'
 
 const extraNodes: Node[] = []
@@ -13,7 +13,7 @@ afterAll(async () => {
 }) // registered before the harness: these nodes stop before its database goes
 const h = useHarness()
 
-const device = () => crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
+const device = fingerprint
 // A cluster shares counters through Redis; the embedded counters are per process by design.
 const cluster = !!(process.env.REDIS_URL && process.env.DATABASE_URL)
 

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { newId } from '../../src/infra/crypto'
 import type { Sql } from '../../src/infra/db'
 import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
-import { newKey, newProduct, useHarness } from '../support/harness'
+import { fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 import { activate, analytics, countedFromRecord } from './fixtures'
 
 const h = useHarness({ socket: false })
@@ -46,7 +46,6 @@ async function expectConsistent(accountId: string, token: string) {
   return answered
 }
 
-const fingerprint = () => crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
 
 test('every kind of write keeps the rollups equal to the record', async () => {
   const { id, token } = await h.account('growth')

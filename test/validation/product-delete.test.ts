@@ -1,6 +1,8 @@
 // Deleting a product reaches the validate fast path's hot state (over a real socket).
-import { expect, test } from 'bun:test'
+import { expect, setDefaultTimeout, test } from 'bun:test'
 import { newKey, newProduct, useHarness } from '../support/harness'
+
+setDefaultTimeout(30_000)
 
 const h = useHarness()
 
