@@ -2,7 +2,7 @@
 // existing account (recovery). Both only with ADMIN_TOKEN, like every /admin route.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { eventsOf, expectProblem, insertActivation } from '../foundation/helpers'
+import { eventsOf, expectProblem, insertActivation } from '../support/helpers'
 
 setDefaultTimeout(30_000)
 

@@ -1,13 +1,9 @@
 // Who may read analytics: 401 without a valid API key, 403 without the scope, 402 on the Free plan,
 // in that order; the plan check comes before query validation.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { ADMIN_TOKEN, scopedToken, startHarness, type Harness } from '../support/harness'
+import { expect, test } from 'bun:test'
+import { ADMIN_TOKEN, scopedToken, useHarness } from '../support/harness'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness({ socket: false })
 
 const ROUTES = ['overview', 'activations', 'activations?range=30d', 'geography']
 const OTHER_SCOPES = ['validate', 'keys:read', 'keys:write', 'keys:revoke', 'products:read', 'products:write', 'offline:write']

@@ -1,23 +1,19 @@
 // api_calls_today is the number of validate calls made today (valid or not; a 400 is not a call),
 // across nodes when Redis is configured; and an activation created by validate shows up in every
 // figure at once, with the country from the request header.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { afterAll, expect, test } from 'bun:test'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
-import { client, newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
+import { client, fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
 import { analytics } from './fixtures'
 
-let h: Harness
 const extraNodes: Node[] = []
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
 afterAll(async () => {
   for (const n of extraNodes) await n.stop()
-  await h.close()
-})
+}) // registered before the harness: these nodes stop before its database goes
+const h = useHarness()
 
-const device = () => crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
+const device = fingerprint
 // A cluster shares counters through Redis; the embedded counters are per process by design.
 const cluster = !!(process.env.REDIS_URL && process.env.DATABASE_URL)
 

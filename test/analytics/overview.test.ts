@@ -1,14 +1,10 @@
 // GET /v1/analytics/overview: every field against known fixtures, effective status, isolation.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { expect, test } from 'bun:test'
 import { PLAN_LIMITS } from '../../src/core/plans'
-import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { newKey, newProduct, useHarness } from '../support/harness'
 import { activate, analytics, countedFromRecord } from './fixtures'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness({ socket: false })
 
 const inHours = (hours: number) => new Date(Date.now() + hours * 3_600_000).toISOString()
 

@@ -1,22 +1,20 @@
 // The rollups behind analytics stay equal to the system of record whatever writes it: the activation
 // slot primitive, bulk statements, revocation, the expiry sweeper's batches, extension, product
 // deletion (cascades), concurrent new activations, and the migration's own backfill.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { beforeAll, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { newId } from '../../src/infra/crypto'
 import type { Sql } from '../../src/infra/db'
 import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
-import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 import { activate, analytics, countedFromRecord } from './fixtures'
 
-let h: Harness
+const h = useHarness({ socket: false })
 let sql: Sql
 beforeAll(async () => {
-  h = await startHarness()
   sql = h.node.deps.sql
 }, 60_000)
-afterAll(() => h.close())
 
 /** What the three routes answer, and the same figures counted from the base tables. */
 async function answeredAndCounted(accountId: string, token: string) {
@@ -48,7 +46,6 @@ async function expectConsistent(accountId: string, token: string) {
   return answered
 }
 
-const fingerprint = () => crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
 
 test('every kind of write keeps the rollups equal to the record', async () => {
   const { id, token } = await h.account('growth')

@@ -1,15 +1,14 @@
 // GET /v1/analytics/activations and /geography against activations written on chosen UTC days.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { beforeAll, expect, test } from 'bun:test'
+import { newKey, newProduct, useHarness } from '../support/harness'
 import { activate, analytics, daysBefore, utcToday } from './fixtures'
 
-let h: Harness
+const h = useHarness({ socket: false })
 let acct: { id: string; token: string }
 let p1: { id: string }
 let p2: { id: string }
 let today: string
 beforeAll(async () => {
-  h = await startHarness()
   acct = await h.account('starter')
   p1 = await newProduct(h.call, acct.token)
   p2 = await newProduct(h.call, acct.token)
@@ -26,7 +25,6 @@ beforeAll(async () => {
   await activate(h.node.deps.sql, acct.id, [3, 15, 45].map((daysAgo) => ({ keyId: k2.id, daysAgo })))
   today = await utcToday(h.node.deps.sql)
 }, 60_000)
-afterAll(() => h.close())
 
 /** The expected trend: `days` entries ending today with `counts[daysAgo]`, zero elsewhere. */
 function expected(days: number, counts: Record<number, number>) {

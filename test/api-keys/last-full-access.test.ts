@@ -5,7 +5,7 @@ import { AppError } from '../../src/core/errors'
 import { statusOf } from '../../src/http/errors'
 import { deleteApiKey } from '../../src/modules/api-keys/service'
 import { startHarness, type Harness } from '../support/harness'
-import { expectProblem } from '../foundation/helpers'
+import { expectProblem } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 

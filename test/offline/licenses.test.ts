@@ -1,26 +1,21 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { createPublicKey } from 'node:crypto'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
-import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from './helpers'
+import { fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { envelopeOf, issueLicense, licenseText, offlineAccount, payloadOf, verifiesWith } from '../support/offline'
 
-let h: Harness
+const h = useHarness() // one test validates: a real socket
 let acct: { id: string; token: string }
 let productId: string
 let publicKeyPem: string
-
 beforeAll(async () => {
-  h = await startHarness()
-  acct = await h.account()
-  productId = (await newProduct(h.call, acct.token)).id
-  publicKeyPem = (await h.call('GET', '/v1/offline/public-key', { token: acct.token })).body.public_key_pem
-}, 60_000) // a fresh database and node; slow only when the machine is busy
-afterAll(() => h?.close())
+  ;({ acct, productId, publicKeyPem } = await offlineAccount(h))
+}, 60_000)
 
 const issue = (keyId: string, body: unknown, token = acct.token, headers?: Record<string, string>) =>
-  h.call('POST', `/v1/keys/${keyId}/offline-licenses`, { token, body, headers })
+  issueLicense(h.call, token, keyId, body, headers)
 
 describe('public key', () => {
   test('any scope reads it; PEM and raw forms are the same key; stable', async () => {

@@ -1,32 +1,24 @@
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { beforeAll, describe, expect, test } from 'bun:test'
 import { releaseSlot } from '../../src/modules/activations/repo'
 import { signLicense } from '../../src/modules/offline/license'
 import { Signers } from '../../src/modules/offline/signing-keys'
-import { newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
-import { envelopeOf, fingerprint, licenseText, payloadOf, verifiesWith } from './helpers'
+import { fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { envelopeOf, issueLicense, licenseText, offlineAccount, payloadOf, verifiesWith } from '../support/offline'
 
-let h: Harness
+const h = useHarness({ socket: false })
 let acct: { id: string; token: string }
 let productId: string
 let publicKeyPem: string
-
 beforeAll(async () => {
-  h = await startHarness()
-  acct = await h.account()
-  productId = (await newProduct(h.call, acct.token)).id
-  publicKeyPem = (await h.call('GET', '/v1/offline/public-key', { token: acct.token })).body.public_key_pem
-}, 60_000) // a fresh database and node; slow only when the machine is busy
-afterAll(() => h?.close())
+  ;({ acct, productId, publicKeyPem } = await offlineAccount(h))
+}, 60_000)
 
 const sync = (licenses: unknown, token = acct.token) =>
   h.call('POST', '/v1/offline-licenses/sync', { token, body: { licenses } })
 
 async function issued(extraKey: Record<string, unknown> = {}, ttl_seconds = 7200, token = acct.token, product = productId) {
   const key = await newKey(h.call, token, product, extraKey)
-  const res = await h.call('POST', `/v1/keys/${key.id}/offline-licenses`, {
-    token,
-    body: { device_fingerprint: fingerprint(), ttl_seconds },
-  })
+  const res = await issueLicense(h.call, token, key.id, { device_fingerprint: fingerprint(), ttl_seconds })
   if (res.status !== 201) throw new Error(`issue failed: ${res.status} ${JSON.stringify(res.body)}`)
   return { key, ...(res.body as { id: string; license: string; expires_at: string; payload: any }) }
 }

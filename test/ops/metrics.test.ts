@@ -1,13 +1,9 @@
 // /readyz reports each dependency; /metrics is Prometheus text with per-route latency, validate
 // answers, cache lookups, bus and counter state.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startHarness, type Harness } from '../support/harness'
+import { expect, test } from 'bun:test'
+import { useHarness } from '../support/harness'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness()
 
 test('/readyz reports postgres, nats and redis', async () => {
   const res = await h.call('GET', '/readyz')

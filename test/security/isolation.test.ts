@@ -1,14 +1,14 @@
 // Cross-account isolation: every `:id` route given another account's id is 404 (never 403), lists and
 // filters never show another account's data, and nothing of the other account changes.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { expectProblem, insertActivation } from '../foundation/helpers'
+import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { ADMIN_TOKEN, newKey, newProduct, useHarness } from '../support/harness'
+import { expectProblem, insertActivation } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 
 const FP = 'cd'.repeat(32)
 
-let h: Harness
+const h = useHarness({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' } })
 // B owns everything; A (full_access) tries to reach it.
 let a: { id: string; token: string }
 let b: { id: string; token: string }
@@ -18,7 +18,6 @@ let bActivation: string
 let bApiKey: any
 let bWebhook: any
 beforeAll(async () => {
-  h = await startHarness({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true' })
   a = await h.account('growth')
   b = await h.account('growth')
   bProduct = await newProduct(h.call, b.token, 'b-product')
@@ -28,7 +27,6 @@ beforeAll(async () => {
   // subscribed to an event these tests never cause, so no delivery is attempted
   bWebhook = (await h.call('POST', '/v1/webhooks', { token: b.token, body: { url: 'http://127.0.0.1:9/hook', events: ['account.plan_changed'] } })).body
 }, 60_000)
-afterAll(() => h.close())
 
 describe("another account's ids are 404 on every :id route", () => {
   // [method, path, body], built lazily: B's ids exist only once beforeAll ran

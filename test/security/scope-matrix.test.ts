@@ -2,10 +2,10 @@
 // route): allowed → neither 401 nor 403 (and the route exists); not allowed → exactly 403
 // insufficient_scope naming the scope needed. No token at all → 401 everywhere.
 // Requests use unknown ids and empty bodies, so an allowed call answers 400/404 without touching data.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { SCOPES, type Requirement, type Scope } from '../../src/core/scopes'
-import { scopedToken, startHarness, type Harness } from '../support/harness'
-import { expectProblem, ghostId } from '../foundation/helpers'
+import { scopedToken, useHarness } from '../support/harness'
+import { expectProblem, ghostId } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 
@@ -64,16 +64,14 @@ export const MATRIX: Row[] = [
 
 const allowed = (scope: Scope, needs: Requirement) => needs === 'any' || scope === 'full_access' || scope === needs
 
-let h: Harness
+const h = useHarness()
 const tokens = {} as Record<Scope, string>
 beforeAll(async () => {
-  h = await startHarness()
   // growth: analytics is allowed by the plan, so only the scope decides
   const { token } = await h.account('growth')
   tokens.full_access = token
   for (const scope of SCOPES) if (scope !== 'full_access') tokens[scope] = await scopedToken(h.call, token, scope)
 }, 60_000)
-afterAll(() => h.close())
 
 test('the matrix covers every scope of the contract', () => {
   const needed = new Set(MATRIX.map((r) => r.needs))

@@ -4,16 +4,16 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from '
 import pino from 'pino'
 import { open } from '../../src/infra/crypto'
 import { startNode, type Node } from '../../src/node'
-import { ADMIN_TOKEN, client, newProduct, startHarness, testConfig, type Client, type Harness } from '../support/harness'
+import { ADMIN_TOKEN, client, newProduct, testConfig, useHarness, type Client } from '../support/harness'
 
 setDefaultTimeout(60_000)
 
-let h: Harness
 let node: Node
 let call: Client
 const logLines: string[] = []
+afterAll(() => node?.stop()) // registered before the harness: this node stops before the database goes
+const h = useHarness({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' } })
 beforeAll(async () => {
-  h = await startHarness({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true' })
   // A second node on the same database whose logger keeps every line, at the most verbose level.
   const log = pino({ level: 'trace' }, { write: (line: string) => void logLines.push(line) })
   node = await startNode(testConfig({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true', LOG_LEVEL: 'trace' }, h.db.url), {
@@ -22,10 +22,6 @@ beforeAll(async () => {
   })
   call = client(node.url)
 }, 60_000)
-afterAll(async () => {
-  await node.stop()
-  await h.close()
-})
 
 /** Every row of every table in the schema, as text. */
 async function dumpDatabase(): Promise<string> {

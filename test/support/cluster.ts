@@ -1,7 +1,7 @@
 // Multi-node tests: real `bun src/main.ts` processes on a fresh Postgres database, the machine's NATS
 // and Redis (optionally each node behind its own TCP proxy, so a test can cut one node's connection).
 import { join } from 'node:path'
-import { ADMIN_TOKEN, SECRET_KEY, client, freshDatabase, type Client, type TestDb } from './harness'
+import { ADMIN_TOKEN, SECRET_KEY, client, createAccount, freshDatabase, type Client, type TestDb } from './harness'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy'
 
 export const clusterMode = !!(process.env.DATABASE_URL && process.env.NATS_URL && process.env.REDIS_URL)
@@ -139,11 +139,7 @@ export async function startCluster(n: number, opts: { env?: Record<string, strin
     db,
     nodes,
     call,
-    async account(plan = 'growth') {
-      const res = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: `Cluster ${plan}`, plan } })
-      if (res.status !== 201) throw new Error(`account creation failed: ${res.status} ${JSON.stringify(res.body)}`)
-      return { id: res.body.account.id, token: res.body.api_key.token }
-    },
+    account: (plan = 'growth') => createAccount(call, plan, `Cluster ${plan}`),
     async close() {
       await Promise.all(nodes.map((node) => node.stop()))
       await db.drop()

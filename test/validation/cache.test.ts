@@ -1,18 +1,14 @@
 // The hot state: changes reach validate before the call that made them returns (over HTTP), and the
 // cache's own rules (bounded, negative entries, collapsed loads, TTLs, outage answers) in isolation.
-import { afterAll, beforeAll, describe, expect, spyOn, test } from 'bun:test'
+import { describe, expect, spyOn, test } from 'bun:test'
 import { LocalBus, type BusState } from '../../src/infra/bus'
 import * as crypto from '../../src/infra/crypto'
 import { deviceCount, HotState, hotKeyOf, type KeyRow, type KeyState } from '../../src/modules/validation/hot-state'
-import { newKey, startHarness, type Harness } from '../support/harness'
+import { newKey, useHarness } from '../support/harness'
 import { fingerprint, setup, validate } from './support'
 
 describe('over HTTP', () => {
-  let h: Harness
-  beforeAll(async () => {
-    h = await startHarness()
-  }, 60_000)
-  afterAll(() => h?.close())
+  const h = useHarness()
 
   test('revoke, then validate at once: revoked (the cached valid answer is gone)', async () => {
     const { token, key } = await setup(h)

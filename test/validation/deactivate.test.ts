@@ -1,15 +1,11 @@
 // Deactivation by the device (POST /v1/deactivate, reason user) and by the admin
 // (DELETE /v1/keys/:id/activations/:activation_id, reason admin): the slot is free at once, events
 // are written, and the cached state of the key follows.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { scopedToken, startHarness, type Harness } from '../support/harness'
+import { expect, test } from 'bun:test'
+import { scopedToken, useHarness } from '../support/harness'
 import { activationRows, events, fingerprint, setup, validate } from './support'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h?.close())
+const h = useHarness()
 
 test('deactivate / reactivate cycles free and retake the slot, one event each', async () => {
   const { token, key } = await setup(h, { activation_limit: 1 })

@@ -1,19 +1,15 @@
 // The validate fast path's shortcuts keep the behaviour they replace: a remembered Authorization
 // header stops working when its API key is rotated or deleted; Bun's lossy body decoding never
 // lets invalid UTF-8 through as data; every request still gets one access-log line, flushed at stop.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { expect, test } from 'bun:test'
 import { mkdtempSync, readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { startNode } from '../../src/node'
-import { freshDatabase, startHarness, testConfig, type Harness } from '../support/harness'
+import { freshDatabase, useHarness, testConfig } from '../support/harness'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness()
 
 async function knownDevice(token: string) {
   const product = await h.call('POST', '/v1/products', { token, body: { name: 'P', slug: `p-${crypto.randomUUID().slice(0, 8)}` } })

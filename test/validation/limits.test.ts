@@ -1,15 +1,11 @@
 // Limits that must hold exactly: activation slots under concurrency (one node, and two nodes on one
 // Postgres when DATABASE_URL is set) and the daily validate quota.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { startNode } from '../../src/node'
-import { client, realPostgres, startHarness, testConfig, type Harness } from '../support/harness'
+import { client, realPostgres, useHarness, testConfig } from '../support/harness'
 import { activationRows, events, fingerprint, setup, validate } from './support'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h?.close())
+const h = useHarness()
 
 describe('activation slots under concurrency', () => {
   test('20 devices race for a key with limit 3: exactly 3 valid, 3 rows, 3 events', async () => {

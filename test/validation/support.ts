@@ -1,10 +1,9 @@
 // Helpers shared by the validation tests.
-import { randomBytes } from 'node:crypto'
 import type { Sql } from '../../src/infra/db'
 import type { Client, Harness } from '../support/harness'
 import { newKey, newProduct } from '../support/harness'
 
-export const fingerprint = () => randomBytes(32).toString('hex')
+export { fingerprint } from '../support/harness'
 
 export function validate(call: Client, token: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
   return call('POST', '/v1/validate', { token, body, headers })

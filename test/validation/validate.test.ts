@@ -1,16 +1,12 @@
 // POST /v1/validate over HTTP: every answer of the decision order, the product check, known devices,
 // recorded device details, request validation (400s), scopes, and the Elysia route giving the same
 // answers as the fast path a listening node serves.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { describe, expect, test } from 'bun:test'
 import { startNode } from '../../src/node'
-import { client, realPostgres, scopedToken, startHarness, testConfig, type Harness } from '../support/harness'
+import { client, realPostgres, scopedToken, useHarness, testConfig } from '../support/harness'
 import { activationRows, events, fingerprint, setup, validate } from './support'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h?.close())
+const h = useHarness()
 
 describe('decision order', () => {
   test('a new device takes a slot; the same device again is valid without a new activation', async () => {

@@ -1,20 +1,16 @@
 // Delivery end to end: a local receiver verifies every request with the `standardwebhooks` package.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { emit } from '../../src/modules/events/outbox'
-import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { ADMIN_TOKEN, newKey, newProduct, useHarness } from '../support/harness'
 import { ALL_EVENTS, fingerprint, LOCAL_DELIVERY, newWebhook, without } from './helpers'
 import { eventually, startReceiver, type Receiver } from './receiver'
 
-let h: Harness
+const h = useHarness({ env: { ...LOCAL_DELIVERY, SWEEP_INTERVAL_MS: '200' } })
 let rx: Receiver
-beforeAll(async () => {
-  h = await startHarness({ ...LOCAL_DELIVERY, SWEEP_INTERVAL_MS: '200' })
+beforeAll(() => {
   rx = startReceiver()
-}, 60_000)
-afterAll(async () => {
-  await h.close()
-  await rx.stop()
 })
+afterAll(() => rx.stop()) // after the node has stopped (hooks run in the order they were registered)
 
 let paths = 0
 const path = () => `/hook/${++paths}`

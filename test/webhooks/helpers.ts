@@ -16,8 +16,7 @@ export async function newWebhook(call: Client, token: string, url: string, event
   return res.body as { id: string; secret: string; url: string; events: string[]; is_active: boolean }
 }
 
-export const fingerprint = () =>
-  Array.from(crypto.getRandomValues(new Uint8Array(32)), (b) => b.toString(16).padStart(2, '0')).join('')
+export { fingerprint } from '../support/harness'
 
 /** An object without some of its fields (e.g. a create response without key_value). */
 export function without<T extends Record<string, unknown>>(obj: T, ...fields: string[]): Record<string, unknown> {

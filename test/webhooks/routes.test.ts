@@ -1,14 +1,10 @@
 // The webhook routes: shapes, validation, plan limits, idempotency, secrets at rest, scopes.
-import { afterAll, beforeAll, expect, test } from 'bun:test'
+import { expect, test } from 'bun:test'
 import { SCOPES } from '../../src/core/scopes'
-import { scopedToken, startHarness, type Harness } from '../support/harness'
+import { scopedToken, useHarness } from '../support/harness'
 import { ALL_EVENTS, newWebhook } from './helpers'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness({ WEBHOOK_ALLOW_PRIVATE_URLS: 'true' })
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' }, socket: false })
 
 const URL_ = 'http://127.0.0.1:9/hook'
 const TIMESTAMP = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/

@@ -2,19 +2,15 @@
 // delivery (a failed attempt; the receiver never hears from us).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { isPublicAddress, resolveTarget } from '../../src/modules/webhooks/ssrf'
-import { newProduct, startHarness, type Harness } from '../support/harness'
+import { newProduct, useHarness } from '../support/harness'
 import { eventually, startReceiver, type Receiver } from './receiver'
 
-let h: Harness
+const h = useHarness({ env: { WEBHOOK_RETRY_DELAYS_MS: '60000', WEBHOOK_TIMEOUT_MS: '3000' }, socket: false })
 let rx: Receiver
-beforeAll(async () => {
-  h = await startHarness({ WEBHOOK_RETRY_DELAYS_MS: '60000', WEBHOOK_TIMEOUT_MS: '3000' })
+beforeAll(() => {
   rx = startReceiver()
-}, 60_000)
-afterAll(async () => {
-  await h.close()
-  await rx.stop()
 })
+afterAll(() => rx.stop()) // after the node has stopped (hooks run in the order they were registered)
 
 const PRIVATE_URLS = [
   'http://127.0.0.1/',

@@ -4,7 +4,7 @@ import { afterAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { embeddedEnv } from './helpers'
+import { embeddedEnv } from '../support/helpers'
 
 setDefaultTimeout(120_000)
 

@@ -6,7 +6,7 @@ import { connectPostgres } from '../../src/infra/db'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { ADMIN_TOKEN, client, freshDatabase, realPostgres, testConfig, type Client, type TestDb } from '../support/harness'
-import { expectProblem } from './helpers'
+import { expectProblem } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 

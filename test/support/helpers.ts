@@ -1,8 +1,14 @@
-// Assertions shared by the foundation and security tests.
+// Assertions and fixtures shared by the route, HTTP-layer and security tests.
 import { expect } from 'bun:test'
 import { startNode, type Node } from '../../src/node'
 import { createLogger } from '../../src/infra/log'
-import { client, testConfig, type Client, type Harness, type Reply } from '../support/harness'
+import { client, testConfig, type Client, type Harness, type Reply } from './harness'
+
+/** Timestamps as the API writes them, ids as it mints them, license key values as it issues them. */
+export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
+export const ID = (prefix: string) => new RegExp(`^${prefix}_[0-9A-HJKMNP-TV-Z]{26}$`)
+export const KEY_VALUE = /^([0-9A-HJKMNP-TV-Z]{5}-){4}[0-9A-HJKMNP-TV-Z]{5}$/
+export const inDays = (d: number) => new Date(Date.now() + d * 86_400_000).toISOString()
 
 /** An RFC 9457 problem with the contract's fields; `errors` only (and always) on 400. */
 export function expectProblem(res: Reply, status: number, code?: string) {

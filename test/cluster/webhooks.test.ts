@@ -8,21 +8,17 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
-import { ADMIN_TOKEN, client, freshDatabase, newProduct, realPostgres, testConfig, type Client } from '../support/harness'
-import { newWebhook } from './helpers'
-import { freePort, spawnServer, type ServerProcess } from './processes'
-import { eventually, startReceiver } from './receiver'
+import { client, createAccount, freshDatabase, newProduct, realPostgres, testConfig, type Client } from '../support/harness'
+import { newWebhook } from '../webhooks/helpers'
+import { freePort, spawnServer, type ServerProcess } from '../webhooks/processes'
+import { eventually, startReceiver } from '../webhooks/receiver'
 
 const cleanups: (() => Promise<unknown>)[] = []
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c().catch(() => {})
 })
 
-async function newAccount(call: Client, plan = 'growth') {
-  const res = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Cluster', plan } })
-  if (res.status !== 201) throw new Error(`account creation failed: ${res.status}`)
-  return res.body.api_key.token as string
-}
+const newAccount = async (call: Client, plan = 'growth') => (await createAccount(call, plan, 'Cluster')).token
 
 test('a delivery whose receiver is down survives a server restart and arrives after it', async () => {
   const env: Record<string, string> = {

@@ -1,23 +1,21 @@
 // "No input may produce a 500": hostile and sloppy input on every foundation route answers 4xx
 // problem+json (with `errors` on 400), or a 2xx when the input is in fact acceptable.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { expectNoServerError, expectProblem } from './helpers'
+import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { ADMIN_TOKEN, newKey, newProduct, useHarness } from '../support/harness'
+import { expectNoServerError, expectProblem } from '../support/helpers'
 
 setDefaultTimeout(60_000)
 
-let h: Harness
+const h = useHarness()
 let token: string
 let productId: string
 let keyId: string
 let accountId: string
 beforeAll(async () => {
-  h = await startHarness()
   ;({ id: accountId, token } = await h.account('enterprise'))
   productId = (await newProduct(h.call, token)).id
   keyId = (await newKey(h.call, token, productId)).id
 }, 60_000)
-afterAll(() => h.close())
 
 /** Values that are wrong, odd or hostile for almost any field. */
 const NASTY: unknown[] = [

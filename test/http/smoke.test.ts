@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { startHarness, type Harness } from './support/harness'
+import { expect, test } from 'bun:test'
+import { useHarness } from '../support/harness'
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-})
-afterAll(() => h.close())
+const h = useHarness({ socket: false })
 
 test('an account can ping, create a product and a key', async () => {
   const { id, token } = await h.account()

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { startEmbedded } from '../../src/infra/db'
 import { client } from '../support/harness'
-import { embeddedEnv } from './helpers'
+import { embeddedEnv } from '../support/helpers'
 
 setDefaultTimeout(120_000)
 

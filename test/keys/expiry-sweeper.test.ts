@@ -4,19 +4,15 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import type { Db } from '../../src/infra/db'
 import { sweepExpiredKeys } from '../../src/modules/keys/expiry-sweeper'
-import { newKey, realPostgres, startHarness, type Harness } from '../support/harness'
-import { events, setup, until, validate, fingerprint } from './support'
+import { newKey, realPostgres, useHarness } from '../support/harness'
+import { events, setup, until, validate, fingerprint } from '../validation/support'
 
-let h: Harness
 let other: Db | null = null
+afterAll(() => other?.close()) // registered before the harness: closed before its database is dropped
+const h = useHarness() // background sweeper every SWEEP_INTERVAL_MS (1 s)
 beforeAll(async () => {
-  h = await startHarness() // background sweeper every SWEEP_INTERVAL_MS (1 s)
   other = realPostgres ? await h.db.open() : null
 }, 60_000)
-afterAll(async () => {
-  await other?.close()
-  await h?.close()
-})
 
 const storedStatus = async (ids: string[]) =>
   h.node.deps.sql<{ id: string; status: string }[]>`select id, status from license_keys where id in ${h.node.deps.sql(ids)}`

@@ -1,6 +1,7 @@
 // What an application author would write: read a license text with nothing but Node's crypto,
 // independent of the service's own code, so the tests prove the format is verifiable as documented.
-import { createPublicKey, randomBytes, verify } from 'node:crypto'
+import { createPublicKey, verify } from 'node:crypto'
+import { newProduct, type Client, type Harness } from './harness'
 
 export interface Envelope {
   enc: string
@@ -30,4 +31,15 @@ export function licenseText(envelope: Envelope): string {
   return `-----BEGIN KEYWARD LICENSE-----\n${body.match(/.{1,64}/g)!.join('\n')}\n-----END KEYWARD LICENSE-----\n`
 }
 
-export const fingerprint = () => randomBytes(32).toString('hex')
+/** Where the offline tests start: an account with one product, and the account's public key (PEM). */
+export async function offlineAccount(h: Harness) {
+  const acct = await h.account()
+  const productId: string = (await newProduct(h.call, acct.token)).id
+  const publicKeyPem: string = (await h.call('GET', '/v1/offline/public-key', { token: acct.token })).body.public_key_pem
+  return { acct, productId, publicKeyPem }
+}
+
+/** POST /v1/keys/:id/offline-licenses. */
+export function issueLicense(call: Client, token: string, keyId: string, body: unknown, headers?: Record<string, string>) {
+  return call('POST', `/v1/keys/${keyId}/offline-licenses`, { token, body, headers })
+}

@@ -1,19 +1,17 @@
 // /docs/json is a valid OpenAPI 3 document (checked by a real validator) listing every route the app serves.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { Validator } from '@seriousme/openapi-schema-validator'
-import { startHarness, type Harness } from '../support/harness'
+import { useHarness } from '../support/harness'
 
 setDefaultTimeout(30_000)
 
-let h: Harness
+const h = useHarness({ socket: false })
 let doc: any
 beforeAll(async () => {
-  h = await startHarness()
   const res = await h.call('GET', '/docs/json')
   expect(res.status).toBe(200)
   doc = res.body
 }, 60_000)
-afterAll(() => h.close())
 
 const FOUNDATION_ROUTES = [
   'get /healthz',

@@ -1,15 +1,11 @@
 // Idempotency-Key on the foundation's create routes: replay, conflicts, refusals, expiry, scoping.
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { newProduct, startHarness, type Harness } from '../support/harness'
-import { expectProblem, ghostId } from './helpers'
+import { describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { newProduct, useHarness } from '../support/harness'
+import { expectProblem, ghostId } from '../support/helpers'
 
 setDefaultTimeout(30_000)
 
-let h: Harness
-beforeAll(async () => {
-  h = await startHarness()
-}, 60_000)
-afterAll(() => h.close())
+const h = useHarness({ socket: false })
 
 const count = async (table: 'products' | 'license_keys' | 'api_keys', accountId: string) => {
   const [{ n }] = await h.node.deps.sql`select count(*)::int as n from ${h.node.deps.sql(table)} where account_id = ${accountId}`
