@@ -69,7 +69,13 @@ export class ValidationEngine {
     const { config, sql, bus } = deps
     this.hot = new HotState(
       (hotKey) => loadKeyState(sql, keyHashOf(hotKey)),
-      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, busState: () => bus.state() },
+      {
+        ttlMs: config.cacheTtlMs,
+        degradedTtlMs: config.degradedTtlMs,
+        maxKeys: config.cacheMaxKeys,
+        maxUnknownKeys: config.cacheMaxUnknownKeys,
+        busState: () => bus.state(),
+      },
       bus,
     )
     this.lastSeen = new LastSeenWriter(sql)
