@@ -2,6 +2,7 @@ import type { Deps } from '../../deps'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../http/errors'
 import { checkMetadata, parseInstant } from '../../http/schema'
+import { listActivations } from '../activations/repo'
 import type { Principal } from '../api-keys/principals'
 import { emit } from '../events/outbox'
 import type { CreateKeyBody, Key, KeyStatus } from './model'
@@ -47,7 +48,7 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
 export async function getKey(deps: Deps, who: Principal, id: string) {
   const key = isId('key', id) ? await repo.findKey(deps.sql, who.accountId, id) : null
   if (!key) throw notFound('key', id)
-  return { ...key, activations: await repo.listActivations(deps.sql, id) }
+  return { ...key, activations: await listActivations(deps.sql, id) }
 }
 
 export async function listKeys(

@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../http/errors'
-import { PLAN_LIMITS } from '../accounts/plans'
+import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import type { Principal } from '../api-keys/principals'
 import { emit } from '../events/outbox'
 import type { CreateProductBody, Product, UpdateProductBody } from './model'
@@ -9,12 +9,7 @@ import * as repo from './repo'
 
 export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody): Promise<Product> {
   return deps.sql.begin(async (tx) => {
-    // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
-    const [account] = await tx<{ plan: keyof typeof PLAN_LIMITS }[]>`select plan from accounts where id = ${who.accountId} for update`
-    const limit = PLAN_LIMITS[account.plan].products
-    if (limit !== null && (await repo.countProducts(tx, who.accountId)) >= limit) {
-      throw new AppError('plan_limit_reached', `The ${account.plan} plan allows ${limit} product(s); upgrade to create more`)
-    }
+    await lockUnderPlanLimit(tx, who.accountId, 'products', repo.countProducts)
     const product = await repo.insertProduct(tx, {
       id: newId('prod'),
       accountId: who.accountId,
