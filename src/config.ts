@@ -23,6 +23,8 @@ const Env = t.Object({
   WORKERS: t.Optional(Int),
   CACHE_TTL_MS: t.Optional(Int),
   CACHE_MAX_KEYS: t.Optional(Int),
+  /** Negative entries (unknown keys) held per node, in their own table: they never evict known keys. */
+  CACHE_MAX_UNKNOWN_KEYS: t.Optional(Int),
   /** How long a node that lost the bus may answer from memory before reading through to Postgres. */
   DEGRADED_TTL_MS: t.Optional(Int),
   SWEEP_INTERVAL_MS: t.Optional(Int),
@@ -52,6 +54,7 @@ export type Config = Readonly<{
   workers: number
   cacheTtlMs: number
   cacheMaxKeys: number
+  cacheMaxUnknownKeys: number
   degradedTtlMs: number
   sweepIntervalMs: number
   flushIntervalMs: number
@@ -114,6 +117,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     workers,
     cacheTtlMs: int(e.CACHE_TTL_MS, 60_000),
     cacheMaxKeys: int(e.CACHE_MAX_KEYS, 1_000_000), // ≈ 420 B per key: about 470 MB of RSS when full
+    cacheMaxUnknownKeys: int(e.CACHE_MAX_UNKNOWN_KEYS, 65_536), // ≈ 100 B per entry: about 6 MB when full; 0 keeps none
     degradedTtlMs: int(e.DEGRADED_TTL_MS, 2_000),
     sweepIntervalMs: int(e.SWEEP_INTERVAL_MS, 1_000),
     flushIntervalMs: int(e.FLUSH_INTERVAL_MS, 1_000),

@@ -3,9 +3,50 @@
 // in the same transaction, so N devices racing for the last slot produce exactly one activation.
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
+import { iso } from '../../core/values'
 import { emit } from '../events/outbox'
-import { activationColumns, toActivation } from '../keys/repo'
-import type { Activation } from '../keys/model'
+import type { Activation } from './model'
+
+type ActivationRow = {
+  id: string
+  device_fingerprint: string
+  app_version: string | null
+  country: string | null
+  status: 'active' | 'deactivated'
+  activated_at: Date
+  last_validated_at: Date | null
+  deactivated_at: Date | null
+  deactivation_reason: string | null
+}
+
+const toActivation = (r: ActivationRow): Activation => ({
+  id: r.id,
+  device_fingerprint: r.device_fingerprint,
+  app_version: r.app_version,
+  country: r.country,
+  status: r.status,
+  activated_at: iso(r.activated_at)!,
+  last_validated_at: iso(r.last_validated_at),
+  deactivated_at: iso(r.deactivated_at),
+  deactivation_reason: r.deactivation_reason,
+})
+
+const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, app_version, country, status,
+  activated_at, last_validated_at, deactivated_at, deactivation_reason`
+
+/** A key's activations, oldest first (every status). */
+export async function listActivations(sql: Sql, keyId: string): Promise<Activation[]> {
+  const rows = await sql<ActivationRow[]>`select ${activationColumns(sql)} from activations
+    where key_id = ${keyId} order by activated_at, id`
+  return rows.map(toActivation)
+}
+
+/** One activation of a key (any status); null when the key has none with this id. */
+export async function findActivation(sql: Sql | Tx, keyId: string, activationId: string): Promise<Activation | null> {
+  const [row] = await sql<ActivationRow[]>`select ${activationColumns(sql)} from activations
+    where id = ${activationId} and key_id = ${keyId}`
+  return row ? toActivation(row) : null
+}
 
 export interface SlotKey {
   id: string
@@ -47,15 +88,15 @@ export async function claimSlot(
     where key_id = ${key.id} and status = 'active'`
   const mine = active.find((a) => a.device_fingerprint === device.fingerprint)
   if (mine) {
-    const [row] = await tx`select ${activationColumns(tx)} from activations where id = ${mine.id}`
-    return { kind: 'existing', activation: toActivation(row as never), activeCount: active.length }
+    const [row] = await tx<ActivationRow[]>`select ${activationColumns(tx)} from activations where id = ${mine.id}`
+    return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
   }
   if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
-  const [row] = await tx`insert into activations (id, account_id, key_id, product_id, device_fingerprint, app_version, country, last_validated_at)
+  const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, app_version, country, last_validated_at)
     values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.appVersion},
             ${device.country}, now())
     returning ${activationColumns(tx)}`
-  const activation = toActivation(row as never)
+  const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id })
   return { kind: 'created', activation, activeCount: active.length + 1 }
 }
@@ -68,10 +109,10 @@ export async function releaseSlot(
   reason: 'user' | 'admin',
 ): Promise<Activation | null> {
   const cond = 'activationId' in which ? tx`id = ${which.activationId}` : tx`device_fingerprint = ${which.fingerprint}`
-  const [row] = await tx`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason}
+  const [row] = await tx<ActivationRow[]>`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason}
     where key_id = ${key.id} and status = 'active' and ${cond} returning ${activationColumns(tx)}`
   if (!row) return null
-  const activation = toActivation(row as never)
+  const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id })
   return activation
 }

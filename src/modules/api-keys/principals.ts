@@ -2,49 +2,93 @@
 // when the API key is deleted or rotated, or the account's plan changes. last_used_at is batched.
 import type { Bus } from '../../infra/bus'
 import { API_TOKEN_RE, sha256Hex } from '../../infra/crypto'
-import { isConnectionError, type Sql } from '../../infra/db'
+import type { Sql } from '../../infra/db'
 import { DigestMemo } from '../../infra/digest-memo'
 import type { Plan } from '../../core/plans'
 import type { Authenticator, Principal } from '../../core/principal'
+import { ReadThroughCache, trustWhileBusUp, type CacheRules } from '../../infra/read-through-cache'
 import { findPrincipal, touchApiKeys } from './repo'
 
+/** A principal as held in memory: stamped with the time its read started. */
 type Entry = { principal: Principal; loadedAt: number }
-type Flight = { promise: Promise<Principal | null>; cancelled: boolean }
-
-const STALE_WAIT_MS = 1_000
-/** After a connection error, how long known callers are answered from memory before Postgres is retried. */
-const RETRY_UNREACHABLE_MS = 1_000
 
 export const hashToken = (token: string) => sha256Hex(`api-token:${token}`)
 
 /** Authorization header → token hash for callers seen recently (see infra/digest-memo.ts). */
 const KNOWN_HEADERS = 4096
 
+/** Token hash → principal. No negative entries: an unknown token is read each time, as before. */
+class PrincipalCache extends ReadThroughCache<Entry> {
+  private byHash = new Map<string, Entry>()
+
+  constructor(
+    private sql: Sql,
+    rules: CacheRules,
+  ) {
+    super(rules)
+  }
+
+  protected async read(tokenHash: string, loadedAt: number): Promise<Entry | null> {
+    const row = await findPrincipal(this.sql, tokenHash)
+    if (!row) return null
+    const principal = { apiKeyId: row.api_key_id, accountId: row.account_id, scope: row.scope, plan: row.plan as Plan, tokenHash }
+    return { principal, loadedAt }
+  }
+
+  protected lookup(tokenHash: string): Entry | undefined {
+    return this.byHash.get(tokenHash)
+  }
+
+  protected absentSince(): undefined {
+    return undefined
+  }
+
+  protected keep(tokenHash: string, entry: Entry | null) {
+    if (entry) this.byHash.set(tokenHash, entry)
+    else this.byHash.delete(tokenHash)
+  }
+
+  protected drop(tokenHash: string) {
+    this.byHash.delete(tokenHash)
+  }
+
+  protected dropAll() {
+    this.byHash.clear()
+  }
+
+  has(tokenHash: string) {
+    return this.byHash.has(tokenHash)
+  }
+
+  dropAccount(accountId: string) {
+    for (const [hash, e] of this.byHash) if (e.principal.accountId === accountId) this.byHash.delete(hash)
+    this.cancelReads() // a read in flight may carry the old plan
+  }
+}
+
 /**
- * Freshness follows the key hot state (validation/hot-state.ts): an entry is trusted for `ttlMs`, or
- * only `degradedTtlMs` while the bus is down (an API-key revocation may have been missed); past that
- * it is re-read, and while Postgres is unreachable the last known entry keeps answering. A cached
- * caller is answered synchronously (no promise): this runs on every validate call.
+ * Freshness, collapsed loads and answers during an outage follow the shared read-through rules
+ * (infra/read-through-cache.ts), as the key hot state does. A cached caller is answered
+ * synchronously (no promise): this runs on every validate call.
  */
 export class Principals implements Authenticator {
-  private byHash = new Map<string, Entry>()
-  private inflight = new Map<string, Flight>()
+  private cache: PrincipalCache
   private lastUsed = new Map<string, number>()
-  private unreachableUntil = 0
   private unsubscribe: () => void
   /** Only headers whose token has an entry are remembered: garbage tokens cannot churn it. */
   private headers = new DigestMemo(KNOWN_HEADERS)
 
   constructor(
     private sql: Sql,
-    private bus: Bus,
-    private ttlMs: number,
-    private degradedTtlMs = ttlMs,
+    bus: Bus,
+    ttlMs: number,
+    degradedTtlMs = ttlMs,
   ) {
+    this.cache = new PrincipalCache(sql, { ttlMs, degradedTtlMs, trusted: trustWhileBusUp(() => bus.state()) })
     this.unsubscribe = bus.subscribe((msg) => {
-      if (msg.kind === 'api_key') this.forget(msg.tokenHash)
-      else if (msg.kind === 'account') this.dropAccount(msg.accountId)
-      else if (msg.kind === 'resync') this.clear()
+      if (msg.kind === 'api_key') this.cache.invalidate(msg.tokenHash)
+      else if (msg.kind === 'account') this.cache.dropAccount(msg.accountId)
+      else if (msg.kind === 'resync') this.cache.clear()
     })
   }
 
@@ -53,7 +97,6 @@ export class Principals implements Authenticator {
     if (!header) return null
     // A header seen before skips the parsing and the SHA-256 (it passed both when it was remembered).
     let tokenHash = this.headers.get(header)
-    let entry = tokenHash === undefined ? undefined : this.byHash.get(tokenHash)
     if (tokenHash === undefined) {
       // The auth scheme is case-insensitive (RFC 9110 §11.1); the token itself is not.
       const match = /^bearer +(\S+) *$/i.exec(header)
@@ -61,81 +104,20 @@ export class Principals implements Authenticator {
       const token = match[1]
       if (!API_TOKEN_RE.test(token)) return null
       tokenHash = hashToken(token)
-      entry = this.byHash.get(tokenHash)
-      if (entry) this.headers.set(header, tokenHash)
+      if (this.cache.has(tokenHash)) this.headers.set(header, tokenHash)
     }
-    const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
-    // Fresh, or Postgres failed us a moment ago (answer from memory instead of queueing behind it).
-    if (entry && (now - entry.loadedAt < maxAge || now < this.unreachableUntil)) {
-      this.lastUsed.set(entry.principal.apiKeyId, now)
-      return entry.principal
-    }
-    return this.load(tokenHash, now)
+    const entry = this.cache.get(tokenHash, now)
+    if (entry instanceof Promise) return entry.then((e) => (e === null ? null : this.used(e.principal, now)))
+    return entry === null ? null : this.used(entry.principal, now)
   }
 
-  private async load(tokenHash: string, now: number): Promise<Principal | null> {
-    let flight = this.inflight.get(tokenHash)
-    if (!flight) {
-      const f: Flight = { promise: null as never, cancelled: false }
-      f.promise = findPrincipal(this.sql, tokenHash)
-        .then((row) => {
-          this.unreachableUntil = 0
-          const principal: Principal | null = row
-            ? { apiKeyId: row.api_key_id, accountId: row.account_id, scope: row.scope, plan: row.plan as Plan, tokenHash }
-            : null
-          // A revocation that arrived while this read was in flight wins: do not store what it read.
-          if (!f.cancelled) {
-            if (principal) this.byHash.set(tokenHash, { principal, loadedAt: now })
-            else this.byHash.delete(tokenHash)
-          }
-          return principal
-        })
-        .finally(() => {
-          if (this.inflight.get(tokenHash) === f) this.inflight.delete(tokenHash)
-        })
-      this.inflight.set(tokenHash, f)
-      flight = f
-    }
-    let principal: Principal | null
-    const stale = this.byHash.get(tokenHash)
-    try {
-      if (!stale) principal = await flight.promise
-      else {
-        // A re-read that hangs must not hang a caller we know: after a second, the last entry answers.
-        let timer: Timer | undefined
-        const waited = new Promise<null>((resolve) => (timer = setTimeout(resolve, STALE_WAIT_MS, null)))
-        principal = (await Promise.race([flight.promise, waited]).finally(() => clearTimeout(timer))) ?? null
-        if (principal === null && this.byHash.get(tokenHash) === stale) principal = stale.principal
-      }
-    } catch (err) {
-      // Postgres unreachable: a caller we knew keeps working (validation keeps answering in an outage).
-      if (!isConnectionError(err)) throw err
-      this.unreachableUntil = Date.now() + RETRY_UNREACHABLE_MS
-      if (!stale) throw err
-      principal = stale.principal
-    }
-    if (principal) this.lastUsed.set(principal.apiKeyId, now)
+  private used(principal: Principal, now: number): Principal {
+    this.lastUsed.set(principal.apiKeyId, now)
     return principal
   }
 
-  private forget(tokenHash: string) {
-    this.byHash.delete(tokenHash)
-    const flight = this.inflight.get(tokenHash)
-    if (flight) {
-      flight.cancelled = true
-      this.inflight.delete(tokenHash)
-    }
-  }
-
-  private clear() {
-    this.byHash.clear()
-    for (const flight of this.inflight.values()) flight.cancelled = true
-    this.inflight.clear()
-  }
-
   dropAccount(accountId: string) {
-    for (const [hash, e] of this.byHash) if (e.principal.accountId === accountId) this.byHash.delete(hash)
-    for (const flight of this.inflight.values()) flight.cancelled = true // may carry the old plan
+    this.cache.dropAccount(accountId)
   }
 
   /** Writes the batched last_used_at times; called on a timer and at shutdown. */

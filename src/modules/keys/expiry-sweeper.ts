@@ -7,7 +7,7 @@
 // hot state compares expires_at itself), so the flip changes no answer anywhere.
 import type { Sql } from '../../infra/db'
 import { emit } from '../events/outbox'
-import { keyColumns, toKey } from './repo'
+import { findKeysByIds } from './repo'
 
 const BATCH = 500
 
@@ -23,9 +23,9 @@ export async function sweepExpiredKeys(sql: Sql, batch = BATCH): Promise<number>
         from due where k.id = due.id and k.status = 'active'
         returning k.id`
       if (flipped.length === 0) return 0
-      const rows = await tx`select ${keyColumns(tx)}, k.account_id from license_keys k
-        where k.id in ${tx(flipped.map((r) => r.id))} order by k.expires_at, k.id`
-      for (const row of rows) await emit(tx, row.account_id, 'key.expired', toKey(row as never))
+      for (const { accountId, key } of await findKeysByIds(tx, flipped.map((r) => r.id))) {
+        await emit(tx, accountId, 'key.expired', key)
+      }
       return flipped.length
     })
     total += n

@@ -1,4 +1,5 @@
 import { Instant, NullableTimestamp, q, t, Timestamp } from '../../http/schema'
+import { Activation } from '../activations/model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static
@@ -25,19 +26,6 @@ export const CreatedKey = t.Composite([
   Key,
   t.Object({ key_value: t.String({ description: 'The license key; shown only in this response', examples: ['ABCDE-FGHJK-MNPQR-STVWX-YZ012'] }) }),
 ])
-
-export const Activation = t.Object({
-  id: t.String(),
-  device_fingerprint: t.String(),
-  app_version: t.Union([t.String(), t.Null()]),
-  country: t.Union([t.String(), t.Null()]),
-  status: t.Union([t.Literal('active'), t.Literal('deactivated')]),
-  activated_at: Timestamp,
-  last_validated_at: NullableTimestamp,
-  deactivated_at: NullableTimestamp,
-  deactivation_reason: t.Union([t.String(), t.Null()]),
-})
-export type Activation = typeof Activation.static
 
 export const KeyDetail = t.Composite([Key, t.Object({ activations: t.Array(Activation) })])
 

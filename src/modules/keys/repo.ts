@@ -1,6 +1,7 @@
+import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
-import type { Activation, Key, KeyStatus } from './model'
+import type { Key, KeyStatus } from './model'
 
 type Row = {
   id: string
@@ -51,18 +52,26 @@ export async function insertKey(
     plan: string | null
     activationLimit: number
     expiresAt: Date | null
+    /** a JSON object (checked by checkMetadata) */
     metadata: Record<string, unknown>
   },
 ): Promise<Key> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
-            ${k.expiresAt}, ${tx.json(k.metadata as never)})`
+            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 
 export async function findKey(sql: Sql | Tx, accountId: string, id: string): Promise<Key | null> {
   const [row] = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where k.id = ${id} and k.account_id = ${accountId}`
   return row ? toKey(row) : null
+}
+
+/** Keys by id with their account (any account: for background jobs), in expiry order. */
+export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ accountId: string; key: Key }[]> {
+  const rows = await sql<(Row & { account_id: string })[]>`select ${keyColumns(sql)}, k.account_id from license_keys k
+    where k.id in ${sql(ids)} order by k.expires_at, k.id`
+  return rows.map((r) => ({ accountId: r.account_id, key: toKey(r) }))
 }
 
 export async function lockKey(tx: Tx, accountId: string, id: string) {
@@ -97,39 +106,6 @@ export async function listKeys(sql: Sql, accountId: string, f: KeyFilter): Promi
   const rows = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where ${where}
     order by k.created_at desc, k.id desc limit ${f.pageSize} offset ${f.page * f.pageSize}`
   return { keys: rows.map(toKey), total }
-}
-
-type ActivationRow = {
-  id: string
-  device_fingerprint: string
-  app_version: string | null
-  country: string | null
-  status: 'active' | 'deactivated'
-  activated_at: Date
-  last_validated_at: Date | null
-  deactivated_at: Date | null
-  deactivation_reason: string | null
-}
-
-export const toActivation = (r: ActivationRow): Activation => ({
-  id: r.id,
-  device_fingerprint: r.device_fingerprint,
-  app_version: r.app_version,
-  country: r.country,
-  status: r.status,
-  activated_at: iso(r.activated_at)!,
-  last_validated_at: iso(r.last_validated_at),
-  deactivated_at: iso(r.deactivated_at),
-  deactivation_reason: r.deactivation_reason,
-})
-
-export const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, app_version, country, status,
-  activated_at, last_validated_at, deactivated_at, deactivation_reason`
-
-export async function listActivations(sql: Sql, keyId: string): Promise<Activation[]> {
-  const rows = await sql<ActivationRow[]>`select ${activationColumns(sql)} from activations
-    where key_id = ${keyId} order by activated_at, id`
-  return rows.map(toActivation)
 }
 
 export async function revokeKey(tx: Tx, id: string, reason: string | null): Promise<void> {

@@ -4,6 +4,7 @@ import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../..
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import type { Principal } from '../../core/principal'
+import { listActivations } from '../activations/repo'
 import { emit } from '../events/outbox'
 import type { CreateKeyBody, Key, KeyStatus } from './model'
 import * as repo from './repo'
@@ -52,7 +53,7 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
 export async function getKey(deps: Deps, who: Principal, id: string) {
   const key = isId('key', id) ? await repo.findKey(deps.sql, who.accountId, id) : null
   if (!key) throw notFound('key', id)
-  return { ...key, activations: await repo.listActivations(deps.sql, id) }
+  return { ...key, activations: await listActivations(deps.sql, id) }
 }
 
 export async function listKeys(

@@ -2,8 +2,8 @@ import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../core/record-created'
 import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
-import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
+import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import { emit } from '../events/outbox'
 import type { CreateProductBody, Product, UpdateProductBody } from './model'
 import * as repo from './repo'
@@ -11,12 +11,7 @@ import * as repo from './repo'
 /** `record` (Idempotency-Key) stores the response in the create's transaction. */
 export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody, record?: RecordCreated): Promise<Product> {
   return deps.sql.begin(async (tx) => {
-    // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
-    const [account] = await tx<{ plan: keyof typeof PLAN_LIMITS }[]>`select plan from accounts where id = ${who.accountId} for update`
-    const limit = PLAN_LIMITS[account.plan].products
-    if (limit !== null && (await repo.countProducts(tx, who.accountId)) >= limit) {
-      throw new AppError('plan_limit_reached', `The ${account.plan} plan allows ${limit} product(s); upgrade to create more`)
-    }
+    await lockUnderPlanLimit(tx, who.accountId, 'products', repo.countProducts)
     const product = await repo.insertProduct(tx, {
       id: newId('prod'),
       accountId: who.accountId,

@@ -8,10 +8,9 @@ import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
 import { PLAN_LIMITS } from '../../core/plans'
-import { claimSlot, countActive, lockKeyForSlot, releaseSlot } from '../activations/repo'
 import type { Principal } from '../../core/principal'
-import { activationColumns, toActivation } from '../keys/repo'
-import type { Activation } from '../keys/model'
+import type { Activation } from '../activations/model'
+import { claimSlot, countActive, findActivation, lockKeyForSlot, releaseSlot } from '../activations/repo'
 import { deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyState } from './hot-state'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
@@ -68,7 +67,13 @@ export class ValidationEngine {
     const { config, sql, bus } = deps
     this.hot = new HotState(
       (hotKey) => loadKeyState(sql, keyHashOf(hotKey)),
-      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, busState: () => bus.state() },
+      {
+        ttlMs: config.cacheTtlMs,
+        degradedTtlMs: config.degradedTtlMs,
+        maxKeys: config.cacheMaxKeys,
+        maxUnknownKeys: config.cacheMaxUnknownKeys,
+        busState: () => bus.state(),
+      },
       bus,
     )
     this.lastSeen = new LastSeenWriter(sql)
@@ -200,9 +205,9 @@ export class ValidationEngine {
       if (!key) throw notFound('key', keyId)
       const released = await releaseSlot(tx, key, { activationId }, 'admin')
       if (released) return { activation: released, keyHash: key.key_hash }
-      const [row] = await tx`select ${activationColumns(tx)} from activations where id = ${activationId} and key_id = ${keyId}`
-      if (!row) throw notFound('activation', activationId)
-      return { activation: toActivation(row as never), keyHash: null }
+      const activation = await findActivation(tx, keyId, activationId)
+      if (!activation) throw notFound('activation', activationId)
+      return { activation, keyHash: null }
     })
     if (result.keyHash) await this.changed(who.accountId, result.keyHash)
     return result.activation

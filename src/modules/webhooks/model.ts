@@ -3,7 +3,8 @@ import { OneOf, t, Timestamp } from '../../http/schema'
 import { PlanName } from '../accounts/model'
 import { ApiKey } from '../api-keys/model'
 import { EVENT_TYPES, type EventType } from '../events/outbox'
-import { Activation, Key } from '../keys/model'
+import { Activation } from '../activations/model'
+import { Key } from '../keys/model'
 import { Product } from '../products/model'
 
 export const EventTypeName = OneOf(EVENT_TYPES, { description: 'An event type' })

@@ -1,9 +1,9 @@
 import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../core/record-created'
 import { isId, newId, open, seal } from '../../infra/crypto'
-import { AppError, invalid, notFound } from '../../core/errors'
-import { PLAN_LIMITS, type Plan } from '../../core/plans'
+import { invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'
+import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import type { EventType } from '../events/outbox'
 import type { CreateWebhookBody, DeliveryAttempt, UpdateWebhookBody, Webhook, WebhookWithSecret } from './model'
 import * as repo from './repo'
@@ -34,12 +34,7 @@ export async function createWebhook(
   const secret = newWebhookSecret()
   const secretSealed = seal(deps.secretKey, secret)
   return deps.sql.begin(async (tx) => {
-    // Lock the account row so concurrent creates cannot both slip under the plan's count limit.
-    const [account] = await tx<{ plan: Plan }[]>`select plan from accounts where id = ${who.accountId} for update`
-    const limit = PLAN_LIMITS[account.plan].webhooks
-    if (limit !== null && (await repo.countWebhooks(tx, who.accountId)) >= limit) {
-      throw new AppError('plan_limit_reached', `The ${account.plan} plan allows ${limit} webhook(s); upgrade to create more`)
-    }
+    await lockUnderPlanLimit(tx, who.accountId, 'webhooks', repo.countWebhooks)
     const webhook = await repo.insertWebhook(tx, {
       id: newId('wh'),
       accountId: who.accountId,
