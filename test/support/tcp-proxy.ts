@@ -10,11 +10,23 @@ export interface TcpProxy {
   restore(): void
   /** Keeps connections open but forwards nothing (a hung server or a silent network drop). */
   stall(): void
+  /**
+   * A silent partition: connections stay open, nothing is forwarded either way, and what was sent
+   * meanwhile is held and delivered on `resume` (as TCP retransmits once a network heals).
+   */
+  pause(): void
+  resume(): void
   close(): void
 }
 
 type Side = { pair: Pair; queue: Uint8Array[] }
-type Pair = { client: Socket<Side>; upstream: Socket<Side> | null; early: Uint8Array[] }
+type Pair = {
+  client: Socket<Side>
+  upstream: Socket<Side> | null
+  early: Uint8Array[]
+  /** Held while paused: toward the client, toward the upstream. */
+  held: { down: Uint8Array[]; up: Uint8Array[] }
+}
 
 /** Writes all of `chunk`, keeping what the socket did not take for its `drain` event. */
 function forward(to: Socket<Side>, chunk: Uint8Array) {
@@ -40,6 +52,7 @@ function drain(s: Socket<Side>) {
 export async function startTcpProxy(targetHost: string, targetPort: number): Promise<TcpProxy> {
   let open = true
   let stalled = false
+  let paused = false
   const pairs = new Set<Pair>()
   const drop = (pair: Pair) => {
     if (!pairs.delete(pair)) return
@@ -51,7 +64,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     port: 0,
     socket: {
       open(client) {
-        const pair: Pair = { client, upstream: null, early: [] }
+        const pair: Pair = { client, upstream: null, early: [], held: { down: [], up: [] } }
         client.data = { pair, queue: [] }
         if (!open) return void client.end()
         pairs.add(pair)
@@ -66,7 +79,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
               for (const chunk of pair.early) forward(upstream, chunk)
               pair.early = []
             },
-            data: (_, chunk) => void (stalled || forward(pair.client, chunk)),
+            data: (_, chunk) => {
+              if (stalled) return
+              if (paused) pair.held.down.push(chunk.slice())
+              else forward(pair.client, chunk)
+            },
             drain,
             close: () => drop(pair),
             error: () => drop(pair),
@@ -76,7 +93,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       data(client, chunk) {
         const pair = client.data.pair
         if (stalled) return
-        if (pair.upstream) forward(pair.upstream, chunk)
+        if (paused) pair.held.up.push(chunk.slice())
+        else if (pair.upstream) forward(pair.upstream, chunk)
         else pair.early.push(chunk.slice())
       },
       drain,
@@ -97,6 +115,18 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     stall() {
       stalled = true
+    },
+    pause() {
+      paused = true
+    },
+    resume() {
+      paused = false
+      for (const pair of pairs) {
+        for (const chunk of pair.held.down.splice(0)) forward(pair.client, chunk)
+        const up = pair.held.up.splice(0)
+        if (pair.upstream) for (const chunk of up) forward(pair.upstream, chunk)
+        else pair.early.push(...up)
+      }
     },
     close() {
       open = false
