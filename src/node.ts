@@ -51,7 +51,7 @@ export async function openDb(config: Config): Promise<Db> {
 
 export async function buildDeps(config: Config, db: Db, log: Logger): Promise<Deps> {
   // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
-  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log }) : new LocalBus()
+  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log, trustWindowMs: config.degradedTtlMs }) : new LocalBus()
   const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log }) : new MemoryCounters()
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   return { config, db, sql: db.sql, bus, counters, log, principals, secretKey: resolveSecretKey(config) }

@@ -72,7 +72,7 @@ export class Principals {
       entry = this.byHash.get(tokenHash)
       if (entry) this.headers.set(header, tokenHash)
     }
-    const maxAge = this.bus.state() === 'down' ? Math.min(this.ttlMs, this.degradedTtlMs) : this.ttlMs
+    const maxAge = this.bus.trusted(now) ? this.ttlMs : Math.min(this.ttlMs, this.degradedTtlMs)
     // Fresh, or Postgres failed us a moment ago (answer from memory instead of queueing behind it).
     if (entry && (now - entry.loadedAt < maxAge || now < this.unreachableUntil)) {
       this.lastUsed.set(entry.principal.apiKeyId, now)
@@ -113,7 +113,8 @@ export class Principals {
         let timer: Timer | undefined
         const waited = new Promise<null>((resolve) => (timer = setTimeout(resolve, STALE_WAIT_MS, null)))
         principal = (await Promise.race([flight.promise, waited]).finally(() => clearTimeout(timer))) ?? null
-        if (principal === null && this.byHash.get(tokenHash) === stale) principal = stale.principal
+        // (dropped meanwhile, by a resync or a revocation: only the read can answer, so wait for it)
+        if (principal === null) principal = this.byHash.get(tokenHash) === stale ? stale.principal : await flight.promise
       }
     } catch (err) {
       // Postgres unreachable: a caller we knew keeps working (validation keeps answering in an outage).

@@ -58,6 +58,8 @@ export interface HotStateOptions {
   degradedTtlMs: number
   maxKeys: number
   busState?: () => BusState
+  /** Whether memory may be trusted at `now` (Bus.trusted); when given, it decides instead of busState. */
+  trusted?: (now: number) => boolean
 }
 
 const lookups = tally(cacheLookups, 'result', ['hit', 'negative_hit', 'miss', 'stale'])
@@ -117,8 +119,8 @@ export class HotState {
     return this.slots.size
   }
 
-  private maxAge(): number {
-    const down = this.opts.busState?.() === 'down'
+  private maxAge(now: number): number {
+    const down = this.opts.trusted ? !this.opts.trusted(now) : this.opts.busState?.() === 'down'
     return down ? Math.min(this.opts.degradedTtlMs, this.opts.ttlMs) : this.opts.ttlMs
   }
 
@@ -132,7 +134,7 @@ export class HotState {
     if (slot !== undefined) {
       const loadedAt = typeof slot === 'number' ? slot : slot.loadedAt
       const age = now - loadedAt
-      const maxAge = this.maxAge()
+      const maxAge = this.maxAge(now)
       if (age < maxAge) {
         if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(hotKey)) this.start(hotKey).promise.catch(() => {})
         if (typeof slot === 'number') {

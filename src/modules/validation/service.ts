@@ -69,7 +69,7 @@ export class ValidationEngine {
     const { config, sql, bus } = deps
     this.hot = new HotState(
       (hotKey) => loadKeyState(sql, keyHashOf(hotKey)),
-      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, busState: () => bus.state() },
+      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, trusted: (now) => bus.trusted(now) },
       bus,
     )
     this.lastSeen = new LastSeenWriter(sql)
