@@ -200,8 +200,8 @@ export class NatsBus implements Bus {
     if (upTo !== null) this.watermark = Math.max(this.watermark, upTo)
     this.gap = null
     this.prune()
-    this.settlePending()
     this.deliver({ kind: 'resync' })
+    this.settlePending() // renewals whose numbers are now covered (by the drop just made) count
   }
 
   private async sequenceValue(): Promise<number> {
@@ -387,7 +387,7 @@ export class NatsBus implements Bus {
     try {
       for (;;) {
         const left = deadline - performance.now()
-        if (missing.size === 0 || left <= 0) break
+        if (missing.size === 0 || left <= 0 || this.closed) break
         let timer: ReturnType<typeof setTimeout> | undefined
         await Promise.race([settled, new Promise<void>((r) => (timer = setTimeout(r, Math.min(SEEN_POLL_MS, left))))])
         clearTimeout(timer)

@@ -37,7 +37,7 @@ describe.if(clusterMode)('invalidation under bus faults', () => {
   afterAll(async () => {
     await c?.close()
     await nats?.stop()
-  })
+  }, 30_000) // three node processes stopping on a loaded machine
 
   const validate = (node: NodeProcess, key: string, device: string) =>
     node.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
