@@ -65,6 +65,12 @@ const resyncs = new client.Counter({
   labelNames: ['cause'] as const,
   registers: [registry],
 })
+const publishWait = new client.Histogram({
+  name: 'keyward_bus_publish_seconds',
+  help: 'How long a write waited for its invalidation to be in force on every node (acks, seen rows, or leases run out)',
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5],
+  registers: [registry],
+})
 const sent = invalidations.labels('sent')
 const received = invalidations.labels('received')
 const acked = invalidations.labels('acked')
@@ -353,6 +359,7 @@ export class NatsBus implements Bus {
     // The writer committed just before this, so Postgres is up; bounded anyway. Members: every node
     // that renewed lately (a node that stopped renewing earlier has stopped trusting its memory).
     const windowMs = 2 * this.trustWindowMs + 1000
+    const stopTimer = publishWait.startTimer()
     let ann: { seq: number; members: string[] } | null = null
     for (let tries = 0; !ann && tries < 3; tries++) {
       ann = await withTimeout(announce(this.opts.sql, this.nodeId, windowMs), 2000).catch(() => null)
@@ -365,6 +372,7 @@ export class NatsBus implements Bus {
       this.deliver(msg)
       if (this.current === 'ok' && this.nc) this.send('inv', { id: `${this.nodeId}.${++this.nextId}`, from: this.nodeId, seq: null, msg } satisfies Envelope)
       await new Promise((r) => setTimeout(r, this.trustWindowMs + MARGIN_MS))
+      stopTimer()
       return
     }
     const seq = ann.seq
@@ -373,7 +381,7 @@ export class NatsBus implements Bus {
     this.settlePending()
     this.deliver(msg)
     const missing = new Set(ann.members)
-    if (missing.size === 0) return
+    if (missing.size === 0) return void stopTimer()
     const id = `${this.nodeId}.${++this.nextId}`
     let settle: () => void = () => {}
     const settled = new Promise<void>((done) => (settle = done))
@@ -397,6 +405,7 @@ export class NatsBus implements Bus {
       }
     } finally {
       this.waiters.delete(id)
+      stopTimer()
     }
     if (missing.size > 0) {
       ackTimeout.inc(missing.size)
