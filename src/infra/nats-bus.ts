@@ -19,12 +19,13 @@
 //   is safe for the same reason: the writer's wait is at least that long from after its commit.
 // Clocks: only durations are compared across nodes (each on its own monotonic clock), plus Postgres'
 // own clock for membership; the margin covers clock rate differences, not an offset between hosts.
-// Two ways a node learns of messages it never received:
-// - on reconnect the node keeps state 'down' (hot state distrusts memory past DEGRADED_TTL_MS), then
-//   emits a local `resync` (every cache drops everything) before it trusts memory again;
-// - every invalidation carries a number from a Postgres sequence; a node that sees the sequence ahead
-//   of what it received for longer than the ack window resyncs. This also covers a *writer* whose
-//   connection was cut (its receivers never learn they missed something) and silent network drops.
+// Two ways a node recovers from messages it never received (both emit a local `resync`: every cache
+// drops everything, so it reads Postgres again):
+// - on reconnect to NATS, at once (a fast path; the lease above is what keeps the promise);
+// - every invalidation carries a number from a Postgres sequence; a node whose renewal finds the
+//   sequence ahead of what it received resyncs, at once while NATS is down, else after the ack
+//   window (the message may still be on its way). This also covers a *writer* whose connection was
+//   cut (its receivers never learn they missed something) and silent network drops.
 import { hostname } from 'node:os'
 import { connect, type NatsConnection } from 'nats'
 import client from 'prom-client'
@@ -56,6 +57,8 @@ type Renewal = { v: number; s: number }
 
 /** Covers clock rate differences between the writer and the nodes it waits out (and timer lateness). */
 const MARGIN_MS = 100
+/** How long a writer tries to number its change (Postgres was up a moment ago, for its commit). */
+const ANNOUNCE_MS = 2000
 /** How often a waiting writer reads the rows of members it has no ack from. */
 const SEEN_POLL_MS = 100
 
@@ -360,9 +363,11 @@ export class NatsBus implements Bus {
     // that renewed lately (a node that stopped renewing earlier has stopped trusting its memory).
     const windowMs = 2 * this.trustWindowMs + 1000
     const stopTimer = publishWait.startTimer()
+    // Retried while a quick failure leaves time (a connection dropped between commit and here), 2 s in all.
     let ann: { seq: number; members: string[] } | null = null
-    for (let tries = 0; !ann && tries < 3; tries++) {
-      ann = await withTimeout(announce(this.opts.sql, this.nodeId, windowMs), 2000).catch(() => null)
+    for (const until = performance.now() + ANNOUNCE_MS; !ann && performance.now() < until; ) {
+      ann = await withTimeout(announce(this.opts.sql, this.nodeId, windowMs), until - performance.now()).catch(() => null)
+      if (!ann) await new Promise((r) => setTimeout(r, 50))
     }
     const numberedAt = performance.now()
     if (!ann) {
