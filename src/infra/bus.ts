@@ -23,6 +23,12 @@ export interface Bus {
   publish(msg: BusMessage): Promise<void>
   subscribe(handler: (msg: BusMessage) => void): () => void
   state(): BusState
+  /**
+   * Whether this node may answer from memory at `now` (Date.now()) with its full TTL: false when it
+   * may have missed an invalidation (it then only trusts entries loaded within DEGRADED_TTL_MS,
+   * which every writer waits out). Called on every validate: must stay a field comparison.
+   */
+  trusted(now: number): boolean
   close(): Promise<void>
 }
 
@@ -40,6 +46,10 @@ export class LocalBus implements Bus {
 
   state(): BusState {
     return 'embedded'
+  }
+
+  trusted(_now: number): boolean {
+    return true // one process: every invalidation is applied before the write returns
   }
 
   async close(): Promise<void> {

@@ -15,7 +15,6 @@
 //   read goes on; a connection error answers with it at once, and for RETRY_UNREACHABLE_MS after one,
 //   expired entries answer without queueing behind another attempt. Nothing held: the error propagates.
 // - A held entry answers synchronously (no promise): these lookups run on every validate call.
-import type { BusState } from './bus'
 import { isConnectionError } from './db'
 
 /** How long a re-read of a held entry may take before the last known value answers instead. */
@@ -26,8 +25,6 @@ const RETRY_UNREACHABLE_MS = 1_000
 const REFRESH_AHEAD = 0.75
 const STALE = Symbol('stale')
 
-/** Memory is trusted while the bus delivers invalidations; a node that lost it trusts only briefly. */
-export const trustWhileBusUp = (state: () => BusState) => () => state() !== 'down'
 
 interface Counter {
   inc(): void
@@ -48,8 +45,11 @@ const alwaysTrusted = () => true
 export interface CacheRules {
   ttlMs: number
   degradedTtlMs: number
-  /** Whether memory can be trusted now; when false entries answer only for `degradedTtlMs`. */
-  trusted?: () => boolean
+  /**
+   * Whether memory can be trusted at `now` (the bus's word: `Bus.trusted`, which a node that lost the
+   * bus or missed a change turns false on its own clock); when false, entries answer only for `degradedTtlMs`.
+   */
+  trusted?: (now: number) => boolean
   /** Tells "Postgres unreachable" (answer from memory) from other failures (propagate). */
   unreachable?: (err: unknown) => boolean
   lookups?: CacheLookups
@@ -69,7 +69,7 @@ export abstract class ReadThroughCache<V extends { loadedAt: number }> {
   private unreachableUntil = 0
   private readonly ttlMs: number
   private readonly degradedTtlMs: number
-  private readonly trusted: () => boolean
+  private readonly trusted: (now: number) => boolean
   private readonly unreachable: (err: unknown) => boolean
   private readonly lookups: CacheLookups
 
@@ -95,8 +95,8 @@ export abstract class ReadThroughCache<V extends { loadedAt: number }> {
   protected abstract dropAll(): void
 
   /** The only place that decides how long memory may answer. */
-  private maxAge(): number {
-    return this.trusted() ? this.ttlMs : this.degradedTtlMs
+  private maxAge(now: number): number {
+    return this.trusted(now) ? this.ttlMs : this.degradedTtlMs
   }
 
   /**
@@ -116,7 +116,7 @@ export abstract class ReadThroughCache<V extends { loadedAt: number }> {
       loadedAt = since
     }
     const age = now - loadedAt
-    const maxAge = this.maxAge()
+    const maxAge = this.maxAge(now)
     if (age < maxAge) {
       if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(key)) this.start(key).promise.catch(() => {})
       if (value === undefined) {

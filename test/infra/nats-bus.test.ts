@@ -30,7 +30,7 @@ describe.if(cluster)('NatsBus on real NATS', () => {
   let db: Db
   let proxy: TcpProxy
   const buses: NatsBus[] = []
-  const start = async (url = natsUrl!, extra: { ackTimeoutMs?: number } = {}) => {
+  const start = async (url = natsUrl!, extra: { ackTimeoutMs?: number; trustWindowMs?: number } = {}) => {
     const bus = await NatsBus.start({ url, sql: db.sql, log, heartbeatMs: 200, seqPollMs: 200, ackTimeoutMs: 500, ...extra })
     buses.push(bus)
     return bus
@@ -110,6 +110,53 @@ describe.if(cluster)('NatsBus on real NATS', () => {
     await a.close()
     await b.close()
   })
+
+  test('a writer waits out a member it cannot hear: when publish returns, the member dropped the change or stopped trusting memory', async () => {
+    const writer = await start(natsUrl!, { trustWindowMs: 800 })
+    const member = await start(proxy.url('nats'), { trustWindowMs: 800 })
+    await until(() => writer.liveMembers().includes(member.nodeId) && member.trusted(Date.now()))
+    const got = record(member)
+    for (let i = 0; i < 3; i++) {
+      proxy.pause() // silent: the member's connection stays open and carries nothing
+      await writer.publish({ kind: 'key', accountId: 'acct_x', keyHash: `unheard${i}` })
+      const dropped = got.some((m) => m.kind === 'resync' || (m.kind === 'key' && m.keyHash === `unheard${i}`))
+      const trusting = member.trusted(Date.now())
+      console.log(`publish past a paused member: member ${dropped ? 'resynced' : 'did not resync'}, ${trusting ? 'trusts' : 'distrusts'} its memory`)
+      expect(dropped || !trusting).toBe(true)
+      proxy.resume()
+      await until(() => member.trusted(Date.now()), 10_000)
+      got.length = 0
+    }
+    await writer.close()
+    await member.close()
+  })
+
+  test('a node that cannot renew its lease in Postgres stops trusting its memory on its own', async () => {
+    const tdb2 = await freshDatabase()
+    const db2 = await tdb2.open()
+    await migrate(db2.sql)
+    const u = new URL(process.env.DATABASE_URL!)
+    const pgProxy = await startTcpProxy(u.hostname, Number(u.port || 5432))
+    const viaProxy = new URL(tdb2.url!)
+    viaProxy.host = `127.0.0.1:${pgProxy.port}`
+    const { connectPostgres } = await import('../../src/infra/db')
+    const cut = await connectPostgres(viaProxy.toString())
+    const bus = await NatsBus.start({ url: natsUrl!, sql: cut.sql, log, heartbeatMs: 200, seqPollMs: 100, trustWindowMs: 600 })
+    try {
+      await until(() => bus.trusted(Date.now()))
+      pgProxy.pause()
+      await until(() => !bus.trusted(Date.now()), 5000)
+      expect(bus.state()).toBe('ok') // NATS itself is fine: the lease, not the connection, decided
+      pgProxy.resume()
+      await until(() => bus.trusted(Date.now()), 10_000)
+    } finally {
+      await bus.close()
+      pgProxy.close()
+      await cut.close().catch(() => {})
+      await db2.close()
+      await tdb2.drop()
+    }
+  }, 30_000)
 
   test('receivers notice a change they never received (the writer was cut) and resync', async () => {
     const writer = await start(proxy.url('nats'))

@@ -2,7 +2,7 @@
 // table of negative entries (infra/absent-keys.ts). Counted in reads, never timed.
 import { describe, expect, test } from 'bun:test'
 import { AbsentKeys } from '../../src/infra/absent-keys'
-import { ReadThroughCache, trustWhileBusUp, type CacheRules } from '../../src/infra/read-through-cache'
+import { ReadThroughCache, type CacheRules } from '../../src/infra/read-through-cache'
 import type { BusState } from '../../src/infra/bus'
 
 type Value = { v: string; loadedAt: number }
@@ -52,7 +52,7 @@ const connectionError = () => Object.assign(new Error('connection refused'), { c
 describe('read-through rules', () => {
   test('while memory is not trusted, entries answer only for the degraded TTL (one input decides)', async () => {
     let state: BusState = 'ok'
-    const cache = new MapCache(async () => 'x', { ttlMs: 60_000, degradedTtlMs: 10, trusted: trustWhileBusUp(() => state) })
+    const cache = new MapCache(async () => 'x', { ttlMs: 60_000, degradedTtlMs: 10, trusted: () => state !== 'down' })
     await cache.get('k')
     await Bun.sleep(20)
     expect(cache.get('k')).not.toBeInstanceOf(Promise) // trusted: the 60 s TTL applies

@@ -51,11 +51,11 @@ function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }, onL
 
 export async function startNodeProcess(
   dbUrl: string,
-  opts: { env?: Record<string, string>; proxies?: boolean; timeoutMs?: number } = {},
+  opts: { env?: Record<string, string>; proxies?: boolean; timeoutMs?: number; natsUrl?: string } = {},
 ): Promise<NodeProcess> {
   let nats: TcpProxy | null = null
   let redis: TcpProxy | null = null
-  let natsUrl = process.env.NATS_URL!
+  let natsUrl = opts.natsUrl ?? process.env.NATS_URL!
   let redisUrl = process.env.REDIS_URL!
   if (opts.proxies) {
     const n = hostPort(natsUrl, 4222)
@@ -121,7 +121,10 @@ export async function startNodeProcess(
 }
 
 /** `n` nodes on one fresh database. The first starts alone (it applies the migrations). */
-export async function startCluster(n: number, opts: { env?: Record<string, string>; proxies?: boolean } = {}): Promise<Cluster> {
+export async function startCluster(
+  n: number,
+  opts: { env?: Record<string, string>; proxies?: boolean; /** a private NATS server instead of NATS_URL */ natsUrl?: string } = {},
+): Promise<Cluster> {
   const db = await freshDatabase()
   const nodes: NodeProcess[] = []
   try {

@@ -17,11 +17,25 @@ export interface TcpProxy {
   acceptAndClose(): void
   /** The next `n` new connections are accepted and held open in silence (nothing forwarded either way). */
   silenceNext(n: number): void
+  /**
+   * A silent partition: connections stay open, nothing is forwarded either way, and what was sent
+   * meanwhile is held and delivered on `resume` (as TCP retransmits once a network heals).
+   */
+  pause(): void
+  resume(): void
   close(): void
 }
 
 type Side = { pair: Pair; queue: Uint8Array[] }
-type Pair = { client: Socket<Side>; upstream: Socket<Side> | null; early: Uint8Array[]; silent?: boolean }
+type Pair = {
+  client: Socket<Side>
+  upstream: Socket<Side> | null
+  early: Uint8Array[]
+  /** Accepted but never connected upstream (silenceNext): the client hears nothing. */
+  silent?: boolean
+  /** Held while paused: toward the client, toward the upstream. */
+  held: { down: Uint8Array[]; up: Uint8Array[] }
+}
 
 /** Writes all of `chunk`, keeping what the socket did not take for its `drain` event. */
 function forward(to: Socket<Side>, chunk: Uint8Array) {
@@ -48,6 +62,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
   let open = true
   let stalled = false
   let silent = 0
+  let paused = false
   const pairs = new Set<Pair>()
   const drop = (pair: Pair) => {
     if (!pairs.delete(pair)) return
@@ -59,7 +74,7 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     port: 0,
     socket: {
       open(client) {
-        const pair: Pair = { client, upstream: null, early: [] }
+        const pair: Pair = { client, upstream: null, early: [], held: { down: [], up: [] } }
         client.data = { pair, queue: [] }
         if (!open) return void client.end()
         pairs.add(pair)
@@ -79,7 +94,11 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
               for (const chunk of pair.early) forward(upstream, chunk)
               pair.early = []
             },
-            data: (_, chunk) => void (stalled || forward(pair.client, chunk)),
+            data: (_, chunk) => {
+              if (stalled) return
+              if (paused) pair.held.down.push(chunk.slice())
+              else forward(pair.client, chunk)
+            },
             drain,
             close: () => drop(pair),
             error: () => drop(pair),
@@ -89,7 +108,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
       data(client, chunk) {
         const pair = client.data.pair
         if (stalled || pair.silent) return
-        if (pair.upstream) forward(pair.upstream, chunk)
+        if (paused) pair.held.up.push(chunk.slice())
+        else if (pair.upstream) forward(pair.upstream, chunk)
         else pair.early.push(chunk.slice())
       },
       drain,
@@ -117,6 +137,18 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     },
     silenceNext(n) {
       silent = n
+    },
+    pause() {
+      paused = true
+    },
+    resume() {
+      paused = false
+      for (const pair of pairs) {
+        for (const chunk of pair.held.down.splice(0)) forward(pair.client, chunk)
+        const up = pair.held.up.splice(0)
+        if (pair.upstream) for (const chunk of up) forward(pair.upstream, chunk)
+        else pair.early.push(...up)
+      }
     },
     close() {
       open = false

@@ -118,7 +118,7 @@ describe('HotState rules', () => {
   test('past the TTL an entry is re-read; while the bus is down, past the degraded TTL', async () => {
     let calls = 0
     let busState: BusState = 'ok'
-    const hot = new HotState(async () => (calls++, row()), { ttlMs: 200, degradedTtlMs: 20, maxKeys: 10, busState: () => busState })
+    const hot = new HotState(async () => (calls++, row()), { ttlMs: 200, degradedTtlMs: 20, maxKeys: 10, trusted: () => busState !== 'down' })
     await hot.get('k')
     await Bun.sleep(40)
     expect(hot.get('k')).not.toBeInstanceOf(Promise)

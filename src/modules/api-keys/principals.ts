@@ -6,7 +6,7 @@ import type { Sql } from '../../infra/db'
 import { DigestMemo } from '../../infra/digest-memo'
 import type { Plan } from '../../core/plans'
 import type { Authenticator, Principal } from '../../core/principal'
-import { ReadThroughCache, trustWhileBusUp, type CacheRules } from '../../infra/read-through-cache'
+import { ReadThroughCache, type CacheRules } from '../../infra/read-through-cache'
 import { findPrincipal, touchApiKeys } from './repo'
 
 /** A principal as held in memory: stamped with the time its read started. */
@@ -84,7 +84,7 @@ export class Principals implements Authenticator {
     ttlMs: number,
     degradedTtlMs = ttlMs,
   ) {
-    this.cache = new PrincipalCache(sql, { ttlMs, degradedTtlMs, trusted: trustWhileBusUp(() => bus.state()) })
+    this.cache = new PrincipalCache(sql, { ttlMs, degradedTtlMs, trusted: (now) => bus.trusted(now) })
     this.unsubscribe = bus.subscribe((msg) => {
       if (msg.kind === 'api_key') this.cache.invalidate(msg.tokenHash)
       else if (msg.kind === 'account') this.cache.dropAccount(msg.accountId)

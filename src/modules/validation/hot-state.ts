@@ -14,10 +14,10 @@
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
-import type { Bus, BusState } from '../../infra/bus'
+import type { Bus } from '../../infra/bus'
 import { AbsentKeys } from '../../infra/absent-keys'
 import { cacheLookupResults } from '../../infra/metrics'
-import { ReadThroughCache, trustWhileBusUp } from '../../infra/read-through-cache'
+import { ReadThroughCache } from '../../infra/read-through-cache'
 
 export type KeyStatus = 'active' | 'revoked' | 'expired'
 
@@ -49,7 +49,8 @@ export interface HotStateOptions {
   maxKeys: number
   /** Negative entries held at most, apart from the known keys (default DEFAULT_MAX_UNKNOWN_KEYS). */
   maxUnknownKeys?: number
-  busState?: () => BusState
+  /** Whether memory may be trusted at `now` (Bus.trusted); always when not given. */
+  trusted?: (now: number) => boolean
 }
 
 /** 65,536 negative entries: about 6 MB at most. */
@@ -90,7 +91,7 @@ export class HotState extends ReadThroughCache<KeyState> {
     super({
       ttlMs: opts.ttlMs,
       degradedTtlMs: opts.degradedTtlMs,
-      trusted: opts.busState && trustWhileBusUp(opts.busState),
+      trusted: opts.trusted,
       lookups: { hit, negativeHit, miss, stale },
     })
     this.unknown = new AbsentKeys(opts.maxUnknownKeys ?? DEFAULT_MAX_UNKNOWN_KEYS)

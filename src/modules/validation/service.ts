@@ -72,7 +72,7 @@ export class ValidationEngine {
         degradedTtlMs: config.degradedTtlMs,
         maxKeys: config.cacheMaxKeys,
         maxUnknownKeys: config.cacheMaxUnknownKeys,
-        busState: () => bus.state(),
+        trusted: (now) => bus.trusted(now),
       },
       bus,
     )

@@ -1,0 +1,27 @@
+// Cluster membership and progress in Postgres (sql/012_cluster_nodes.sql), so a writer knows which
+// nodes may hold memory even while NATS is down or was just restarted (the bus alone only knows
+// the nodes it has heard since it reconnected).
+import type { Sql } from './db'
+
+/** Renews this node's row with what it has seen; returns the change sequence's value, read after. */
+export async function beat(sql: Sql, node: string, seenSeq: number): Promise<number> {
+  const [row] = await sql<{ v: string }[]>`select cluster_beat(${node}, ${seenSeq})::text as v`
+  return Number(row!.v)
+}
+
+/** After a commit: the change's number, and the other nodes that renewed within `windowMs`. */
+export async function announce(sql: Sql, node: string, windowMs: number): Promise<{ seq: number; members: string[] }> {
+  const [row] = await sql<{ seq: string; members: string[] }[]>`select seq::text, members from cluster_announce(${node}, ${windowMs})`
+  return { seq: Number(row!.seq), members: row!.members }
+}
+
+/** Of `nodes`, those still registered whose memory has not yet seen change `seq`. */
+export async function notYetSeen(sql: Sql, nodes: string[], seq: number): Promise<Set<string>> {
+  const rows = await sql<{ id: string }[]>`select id from cluster_nodes where id = any(${nodes}) and seen_seq < ${seq}`
+  return new Set(rows.map((r) => r.id))
+}
+
+/** A node that stops (after it stopped serving) leaves at once instead of when its row goes stale. */
+export async function leave(sql: Sql, node: string): Promise<void> {
+  await sql`delete from cluster_nodes where id = ${node}`
+}
