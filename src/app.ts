@@ -1,6 +1,7 @@
 // The composition root of the HTTP application: the kernel (ids, limits, errors, logs), the docs,
 // and every feature module's routes over one set of dependencies. Only node.ts imports this file.
 import { Elysia } from 'elysia'
+import { consoleRoutes } from './console/serve'
 import type { Deps } from './deps'
 import { docs } from './http/docs'
 import { kernel } from './http/kernel'
@@ -32,6 +33,7 @@ export function createApp(deps: NodeDeps) {
   return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation) } })
     .use(kernel(deps.log, BODY_LIMITS))
     .use(docs())
+    .use(consoleRoutes())
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))
