@@ -37,7 +37,14 @@ export async function openConsole(baseUrl: string): Promise<Console> {
   page.setDefaultTimeout(20_000)
   const requests: string[] = []
   const errors: string[] = []
-  context.on('request', (r) => requests.push(r.url()))
+  // Every request is recorded; one to another origin is also aborted, as on an air-gapped site.
+  const origin = new URL(baseUrl).origin
+  await context.route('**/*', (route) => {
+    const url = route.request().url()
+    requests.push(url)
+    if (url.startsWith(origin + '/') || url.startsWith('data:') || url.startsWith('blob:')) return route.continue()
+    return route.abort()
+  })
   page.on('pageerror', (e) => errors.push(String(e)))
   page.on('console', (m) => {
     if (m.type() === 'error') errors.push(m.text())
