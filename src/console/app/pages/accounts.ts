@@ -128,7 +128,7 @@ export function AccountPage({ id }: { id: string }) {
           : null}
       </dl>
     </section>
-    <form class="panel form" onSubmit=${change.submit} aria-label="Plan">
+    <form class="panel form" onSubmit=${change.submit} aria-label="Account plan">
       <h2>Plan</h2>
       <${Field} label="Plan" id="plan" name="plan" problem=${change.problem} hint="A downgrade deletes nothing; it only blocks creating more.">
         <select id="plan" value=${plan ?? a.plan} onChange=${(e: Event) => setPlan((e.target as HTMLSelectElement).value)}>${PLANS.map((p) => html`<option value=${p}>${p}</option>`)}</select>
