@@ -64,8 +64,8 @@ export function Field(props: { label: string; id: string; problem?: Problem | nu
   return html`<div class=${'field' + (err ? ' invalid' : '')}>
     <label for=${props.id}>${props.label}</label>
     ${props.children}
-    ${props.hint && !err ? html`<small class="hint">${props.hint}</small>` : null}
-    ${err ? html`<small class="field-error" id=${props.id + '-error'} role="alert">${props.problem!.detail !== err && props.problem!.errors!.length > 1 ? err : `${err}`}</small>` : null}
+    ${props.hint ? html`<small class="hint">${props.hint}</small>` : null}
+    ${err ? html`<small class="field-error" id=${props.id + '-error'} role="alert">${err}</small>` : null}
   </div>`
 }
 
