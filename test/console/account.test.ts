@@ -202,7 +202,7 @@ test('webhooks: create (secret shown once), send a test to a local receiver, see
   await page.getByRole('button', { name: 'Edit' }).click()
   await page.getByRole('checkbox', { name: 'key.expired' }).check()
   await page.getByRole('button', { name: 'Save' }).click()
-  await page.getByRole('button', { name: 'Enable' }).waitFor()
+  await page.getByRole('form', { name: 'Edit webhook' }).waitFor({ state: 'detached' })
   expect((await h.call('GET', `/v1/webhooks/${hooks[0].id}`, { token: acct.token })).body.events).toContain('key.expired')
 }, FLOW)
 

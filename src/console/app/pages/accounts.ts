@@ -106,7 +106,8 @@ export function AccountPage({ id }: { id: string }) {
   const [plan, setPlan] = useState<string | null>(null)
   const [issuing, setIssuing] = useState(false)
   const [token, setToken] = useState<string | null>(null)
-  const change = useSubmit(() => patch<Account>(`/admin/accounts/${id}`, { plan }), () => { setPlan(null); acct.reload() })
+  const [changed, setChanged] = useState<string | null>(null)
+  const change = useSubmit(() => patch<Account>(`/admin/accounts/${id}`, { plan }), (a) => { setPlan(null); setChanged(a.plan); acct.reload() })
   if (acct.error) return html`<${PageHead} title="Account" /><${LoadError} problem=${acct.error} what="read accounts" />`
   const a = acct.data
   if (!a) return html`<${PageHead} title="Account" /><${Spinner} />`
@@ -131,9 +132,10 @@ export function AccountPage({ id }: { id: string }) {
     <form class="panel form" onSubmit=${change.submit} aria-label="Account plan">
       <h2>Plan</h2>
       <${Field} label="Plan" id="plan" name="plan" problem=${change.problem} hint="A downgrade deletes nothing; it only blocks creating more.">
-        <select id="plan" value=${plan ?? a.plan} onChange=${(e: Event) => setPlan((e.target as HTMLSelectElement).value)}>${PLANS.map((p) => html`<option value=${p}>${p}</option>`)}</select>
+        <select id="plan" value=${plan ?? a.plan} onChange=${(e: Event) => { setChanged(null); setPlan((e.target as HTMLSelectElement).value) }}>${PLANS.map((p) => html`<option value=${p}>${p}</option>`)}</select>
       </${Field}>
       <${FormProblem} problem=${change.problem} fields=${['plan']} />
+      ${changed && !plan ? html`<p class="ok" role="status">The plan is now ${changed}.</p>` : null}
       <button class="btn primary" type="submit" disabled=${change.busy || !plan || plan === a.plan}>Change plan</button>
     </form>`
 }
