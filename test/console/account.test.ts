@@ -44,6 +44,7 @@ test('a wrong token is refused in place; the right one opens the overview and st
   await page.getByLabel('Token').fill(acct.token)
   await page.getByRole('button', { name: 'Sign in' }).click()
   await page.getByRole('heading', { name: 'Overview' }).waitFor()
+  expect(await page.getByText('Loading the console…').count()).toBe(0) // the boot shell is gone
   expect(page.url()).not.toContain(acct.token)
   expect(await page.evaluate(() => document.cookie)).toBe('')
   expect(await page.evaluate(() => JSON.stringify(sessionStorage))).toContain(acct.token)

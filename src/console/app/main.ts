@@ -132,4 +132,6 @@ function App() {
   </div>`
 }
 
-render(html`<${App} />`, document.getElementById('root')!)
+const root = document.getElementById('root')!
+root.replaceChildren() // the boot shell of index.html: Preact would render beside it, not over it
+render(html`<${App} />`, root)
