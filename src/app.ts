@@ -1,6 +1,7 @@
 // The composition root of the HTTP application: the kernel (ids, limits, errors, logs), the docs,
 // and every feature module's routes over one set of dependencies. Only node.ts imports this file.
 import { Elysia } from 'elysia'
+import { consoleRoutes } from './console/serve'
 import type { Deps } from './deps'
 import { docs } from './http/docs'
 import { kernel } from './http/kernel'
@@ -35,6 +36,7 @@ export function createApp(deps: NodeDeps) {
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
     .use(kernel(deps.log, BODY_LIMITS))
     .use(docs({ events: WEBHOOK_EVENTS }))
+    .use(consoleRoutes())
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))

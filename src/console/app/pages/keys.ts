@@ -1,0 +1,154 @@
+import { useState } from 'preact/hooks'
+import { ApiError, get, post, qs } from '../api'
+import { Badge, Field, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { Product } from './products'
+
+export interface LicenseKey {
+  id: string
+  product_id: string
+  plan: string | null
+  status: 'active' | 'revoked' | 'expired'
+  activation_limit: number
+  activations_used: number
+  expires_at: string | null
+  created_at: string
+  revoked_at: string | null
+  revoke_reason: string | null
+  metadata: Record<string, unknown> | null
+  key_prefix: string
+}
+interface KeyPage {
+  data: LicenseKey[]
+  page: number
+  page_size: number
+  total: number
+  has_more: boolean
+}
+
+const PAGE_SIZE = 20
+
+/** `YYYY-MM-DD` from a date input → the end of that UTC day, as the API wants an instant. */
+export const endOfDay = (d: string) => (d ? new Date(`${d}T23:59:59Z`).toISOString() : null)
+
+function CreateKey({ products, onCreated, onCancel }: { products: Product[]; onCreated: () => void; onCancel: () => void }) {
+  const [productId, setProductId] = useState(products[0]?.id ?? '')
+  const [plan, setPlan] = useState('')
+  const [limit, setLimit] = useState('3')
+  const [expires, setExpires] = useState('')
+  const [metadata, setMetadata] = useState('')
+  const [created, setCreated] = useState<(LicenseKey & { key_value: string }) | null>(null)
+  const { busy, problem, submit } = useSubmit(async () => {
+    let meta: unknown
+    if (metadata.trim()) {
+      try {
+        meta = JSON.parse(metadata)
+      } catch {
+        throw new ApiError({ status: 400, code: 'invalid_request', detail: 'Metadata is not valid JSON.', errors: [{ field: 'body.metadata', message: 'Not valid JSON: write an object such as {"customer": "ACME"}.' }] })
+      }
+    }
+    return post<LicenseKey & { key_value: string }>('/v1/keys', {
+      product_id: productId,
+      ...(plan ? { plan } : {}),
+      activation_limit: Number(limit),
+      ...(expires ? { expires_at: endOfDay(expires) } : {}),
+      ...(meta !== undefined ? { metadata: meta } : {}),
+    })
+  }, (k) => {
+    setCreated(k)
+    onCreated()
+  })
+  if (created) {
+    return html`<div class="panel">
+      <h2>Key created</h2>
+      <${Secret} label="License key" value=${created.key_value} note="Shown once: send it to your customer now. Keyward keeps only a hash and the prefix." />
+      <div class="form-actions"><a class="btn primary" href=${`#/keys/${created.id}`}>Open the key</a><button class="btn" type="button" onClick=${onCancel}>Done</button></div>
+    </div>`
+  }
+  if (products.length === 0) return html`<div class="panel"><p>Create a product first: every key belongs to one. <a href="#/products">Products</a></p></div>`
+  const fields = ['product_id', 'plan', 'activation_limit', 'expires_at', 'metadata']
+  return html`<form class="panel form" onSubmit=${submit} aria-label="New license key">
+    <h2>New license key</h2>
+    <div class="form-grid">
+      <${Field} label="Product" id="key-product" name="product_id" problem=${problem}>
+        <select id="key-product" value=${productId} onChange=${(e: Event) => setProductId((e.target as HTMLSelectElement).value)}>
+          ${products.map((p) => html`<option value=${p.id}>${p.name}</option>`)}
+        </select>
+      </${Field}>
+      <${Field} label="Plan (optional)" id="key-plan" name="plan" problem=${problem}>
+        <input id="key-plan" value=${plan} placeholder="e.g. pro" onInput=${(e: Event) => setPlan((e.target as HTMLInputElement).value)} />
+      </${Field}>
+      <${Field} label="Devices allowed" id="key-limit" name="activation_limit" problem=${problem}>
+        <input id="key-limit" type="number" min="1" max="10000" value=${limit} onInput=${(e: Event) => setLimit((e.target as HTMLInputElement).value)} />
+      </${Field}>
+      <${Field} label="Expires (optional)" id="key-expires" name="expires_at" problem=${problem} hint="End of that day, UTC. Empty: never.">
+        <input id="key-expires" type="date" value=${expires} onInput=${(e: Event) => setExpires((e.target as HTMLInputElement).value)} />
+      </${Field}>
+      <${Field} label="Metadata (optional JSON)" id="key-meta" name="metadata" problem=${problem}>
+        <textarea id="key-meta" class="mono" rows="2" placeholder='{"customer": "ACME"}' value=${metadata} onInput=${(e: Event) => setMetadata((e.target as HTMLTextAreaElement).value)}></textarea>
+      </${Field}>
+    </div>
+    <${FormProblem} problem=${problem} fields=${fields} />
+    <div class="form-actions">
+      <button class="btn primary" type="submit" disabled=${busy}>Create key</button>
+      <button class="btn" type="button" onClick=${onCancel}>Cancel</button>
+    </div>
+  </form>`
+}
+
+export function Keys({ query }: { query: URLSearchParams }) {
+  const [product, setProduct] = useState(query.get('product') ?? '')
+  const [status, setStatus] = useState('')
+  const [page, setPage] = useState(0)
+  const [creating, setCreating] = useState(false)
+  const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
+  const list = useLoad(() => get<KeyPage>('/v1/keys' + qs({ product_id: product, status, page, page_size: PAGE_SIZE })), [product, status, page])
+  const names = new Map((products.data?.data ?? []).map((p) => [p.id, p.name]))
+  if (list.error && !list.data && list.error.status === 403) return html`<${PageHead} title="License keys" /><${LoadError} problem=${list.error} what="list license keys" />`
+  const d = list.data
+  return html`<${PageHead} title="License keys">
+      <button class="btn primary" type="button" disabled=${creating} onClick=${() => setCreating(true)}>New key</button>
+    </${PageHead}>
+    ${creating ? html`<${CreateKey} products=${products.data?.data ?? []} onCreated=${list.reload} onCancel=${() => setCreating(false)} />` : null}
+    <div class="filters" role="search">
+      <div class="field inline-field">
+        <label for="f-product">Product</label>
+        <select id="f-product" value=${product} onChange=${(e: Event) => { setProduct((e.target as HTMLSelectElement).value); setPage(0) }}>
+          <option value="">All</option>
+          ${(products.data?.data ?? []).map((p) => html`<option value=${p.id}>${p.name}</option>`)}
+        </select>
+      </div>
+      <div class="field inline-field">
+        <label for="f-status">Status</label>
+        <select id="f-status" value=${status} onChange=${(e: Event) => { setStatus((e.target as HTMLSelectElement).value); setPage(0) }}>
+          <option value="">All</option><option value="active">Active</option><option value="revoked">Revoked</option><option value="expired">Expired</option>
+        </select>
+      </div>
+    </div>
+    ${list.error ? html`<${LoadError} problem=${list.error} what="list license keys" />` : null}
+    ${!d
+      ? list.error ? null : html`<${Spinner} />`
+      : d.data.length === 0
+        ? html`<div class="panel empty"><p>No key matches these filters.</p></div>`
+        : html`<div class="table-wrap"><table class="table">
+            <thead><tr><th>Key</th><th>Product</th><th>Status</th><th class="num">Devices</th><th class="hide-s">Expires</th><th class="hide-s">Created</th></tr></thead>
+            <tbody>${d.data.map(
+              (k) => html`<tr>
+                <td><a class="mono" href=${`#/keys/${k.id}`} aria-label=${`Key ${k.key_prefix}…`}>${k.key_prefix}…</a>${k.plan ? html` <span class="muted small">${k.plan}</span>` : null}</td>
+                <td>${names.get(k.product_id) ?? html`<span class="mono small">${k.product_id}</span>`}</td>
+                <td><${Badge} status=${k.status} /></td>
+                <td class="num">${k.activations_used} / ${k.activation_limit}</td>
+                <td class="hide-s">${k.expires_at ? when(k.expires_at) : 'Never'}</td>
+                <td class="hide-s">${when(k.created_at)}</td>
+              </tr>`,
+            )}</tbody>
+          </table></div>
+          <nav class="pager" aria-label="Pages">
+            <button class="btn small" type="button" disabled=${page === 0} onClick=${() => setPage(page - 1)}>Previous</button>
+            <span>${num(d.page * d.page_size + 1)}–${num(d.page * d.page_size + d.data.length)} of ${num(d.total)}</span>
+            <button class="btn small" type="button" disabled=${!d.has_more} onClick=${() => setPage(page + 1)}>Next</button>
+          </nav>`}`
+}
+
+export function goToKey(id: string) {
+  navigate(`#/keys/${id}`)
+}

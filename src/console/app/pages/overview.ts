@@ -1,0 +1,99 @@
+import { useState } from 'preact/hooks'
+import { get, qs } from '../api'
+import { DailyBars, HBars } from '../chart'
+import { html, LoadError, num, PageHead, Spinner, useLoad } from '../ui'
+
+interface Overview {
+  total_keys: number
+  active_keys: number
+  total_activations: number
+  activations_today: number
+  expiring_soon: number
+  api_calls_today: number
+  api_calls_limit_today: number
+}
+interface Product {
+  id: string
+  name: string
+}
+
+const countryName = (() => {
+  try {
+    const dn = new Intl.DisplayNames(undefined, { type: 'region' })
+    return (c: string) => `${dn.of(c) ?? c} (${c})`
+  } catch {
+    return (c: string) => c
+  }
+})()
+
+function Card({ label, value, sub }: { label: string; value: string; sub?: string }) {
+  return html`<div class="card"><div class="card-label">${label}</div><div class="card-value">${value}</div>${sub ? html`<div class="card-sub">${sub}</div>` : null}</div>`
+}
+
+/** Validate calls today against the plan's daily limit (-1: unlimited). */
+function Usage({ used, limit }: { used: number; limit: number }) {
+  const unlimited = limit < 0
+  const pct = unlimited ? 0 : Math.min(100, Math.round((used / Math.max(1, limit)) * 100))
+  return html`<div class="card">
+    <div class="card-label">Validate calls today</div>
+    <div class="card-value">${num(used)}</div>
+    ${unlimited
+      ? html`<div class="card-sub">Unlimited plan</div>`
+      : html`<progress class=${pct >= 90 ? 'hot' : ''} max=${limit} value=${Math.min(used, limit)} aria-label=${`${pct}% of today's limit used`}></progress>
+          <div class="card-sub">${pct}% of ${num(limit)} a day (UTC)</div>`}
+  </div>`
+}
+
+export function Overview() {
+  const [range, setRange] = useState<'7d' | '30d' | '90d'>('30d')
+  const [product, setProduct] = useState('')
+  const overview = useLoad(() => get<Overview>('/v1/analytics/overview'), [])
+  const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
+  const trend = useLoad(() => get<{ date: string; activations: number }[]>('/v1/analytics/activations' + qs({ range, product_id: product })), [range, product])
+  const geo = useLoad(() => get<{ country: string; activations: number }[]>('/v1/analytics/geography'), [])
+  if (overview.error) return html`<${PageHead} title="Overview" /><${LoadError} problem=${overview.error} what="read analytics" />`
+  const o = overview.data
+  return html`<${PageHead} title="Overview" />
+    ${!o
+      ? html`<${Spinner} />`
+      : html`<div class="cards">
+          <${Card} label="Active keys" value=${num(o.active_keys)} sub=${`${num(o.total_keys)} keys in all`} />
+          <${Card} label="Activations" value=${num(o.total_activations)} sub=${`${num(o.activations_today)} today`} />
+          <${Card} label="Expiring within 7 days" value=${num(o.expiring_soon)} />
+          <${Usage} used=${o.api_calls_today} limit=${o.api_calls_limit_today} />
+        </div>`}
+    <div class="grid-charts">
+      <section class="panel" aria-labelledby="act-h">
+        <div class="panel-head">
+          <h2 id="act-h">Activations per day</h2>
+          <div class="controls">
+            <label class="sr-only" for="act-product">Product</label>
+            <select id="act-product" value=${product} onChange=${(e: Event) => setProduct((e.target as HTMLSelectElement).value)}>
+              <option value="">All products</option>
+              ${(products.data?.data ?? []).map((p) => html`<option value=${p.id}>${p.name}</option>`)}
+            </select>
+            <div class="segmented" role="group" aria-label="Range">
+              ${(['7d', '30d', '90d'] as const).map(
+                (r) => html`<button type="button" aria-pressed=${range === r} onClick=${() => setRange(r)}>${r.replace('d', ' days')}</button>`,
+              )}
+            </div>
+          </div>
+        </div>
+        ${trend.error
+          ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
+          : trend.data
+            ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />`
+            : html`<${Spinner} />`}
+      </section>
+      <section class="panel" aria-labelledby="geo-h">
+        <h2 id="geo-h">Activations by country</h2>
+        ${geo.error
+          ? html`<${LoadError} problem=${geo.error} what="read analytics" />`
+          : !geo.data
+            ? html`<${Spinner} />`
+            : geo.data.length === 0
+              ? html`<p class="muted empty">No activation with a known country yet.</p>`
+              : html`<${HBars} label="Activations by country" rows=${geo.data.slice(0, 12).map((g) => ({ name: countryName(g.country), value: g.activations }))} />`}
+      </section>
+    </div>`
+}

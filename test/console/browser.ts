@@ -1,0 +1,77 @@
+// Drives Debian's Chromium for the console's end-to-end tests: one browser per file, every request the
+// page makes recorded (to prove it never leaves the node's origin), screenshots at two widths and in
+// both colour schemes under test-output/console/.
+import { mkdirSync } from 'node:fs'
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+]
+
+export const SHOTS_DIR = new URL('../../test-output/console/', import.meta.url).pathname
+
+export interface Console {
+  browser: Browser
+  context: BrowserContext
+  page: Page
+  /** Every URL the page requested, in order. */
+  requests: string[]
+  /** Console errors and uncaught exceptions of the page. */
+  errors: string[]
+  /** Screenshots of the page as it is now: 1280 and 390 px wide, light and dark. */
+  shoot(name: string): Promise<void>
+  close(): Promise<void>
+}
+
+export async function openConsole(baseUrl: string): Promise<Console> {
+  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true })
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' })
+  const page = await context.newPage()
+  page.setDefaultTimeout(20_000)
+  const requests: string[] = []
+  const errors: string[] = []
+  // Every request is recorded; one to another origin is also aborted, as on an air-gapped site.
+  const origin = new URL(baseUrl).origin
+  await context.route('**/*', (route) => {
+    const url = route.request().url()
+    requests.push(url)
+    if (url.startsWith(origin + '/') || url.startsWith('data:') || url.startsWith('blob:')) return route.continue()
+    return route.abort()
+  })
+  page.on('pageerror', (e) => errors.push(String(e)))
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(m.text())
+  })
+  // confirm() before destructive actions: the tests answer yes.
+  page.on('dialog', (d) => void d.accept())
+  mkdirSync(SHOTS_DIR, { recursive: true })
+  return {
+    browser,
+    context,
+    page,
+    requests,
+    errors,
+    async shoot(name) {
+      for (const width of [1280, 390]) {
+        for (const scheme of ['light', 'dark'] as const) {
+          await page.setViewportSize({ width, height: width > 500 ? 900 : 844 })
+          await page.emulateMedia({ colorScheme: scheme })
+          await page.waitForTimeout(150) // let the charts redraw for the new size and colours
+          await page.screenshot({ path: `${SHOTS_DIR}${name}-${width}-${scheme}.png`, fullPage: true })
+        }
+      }
+      await page.setViewportSize({ width: 1280, height: 900 })
+      await page.emulateMedia({ colorScheme: 'light' })
+    },
+    async close() {
+      await browser.close()
+    },
+  }
+}
