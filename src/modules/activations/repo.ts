@@ -145,11 +145,12 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
     returning a.id, a.device_fingerprint, a.app_version, a.country, a.status, a.activated_at, a.last_validated_at,
       a.deactivated_at, a.deactivation_reason, a.account_id, a.key_id, a.product_id, k.key_hash`
   const keys = new Map<string, { accountId: string; keyHash: string }>()
-  for (const r of rows) {
-    const activation = toActivation(r)
-    await emit(tx, r.account_id, 'activation.deactivated', { activation, key_id: r.key_id, product_id: r.product_id })
-    keys.set(r.key_id, { accountId: r.account_id, keyHash: r.key_hash })
-  }
+  for (const r of rows) keys.set(r.key_id, { accountId: r.account_id, keyHash: r.key_hash })
+  // one event per release; sent together, so the transaction's connection pipelines them (measured:
+  // a round trip each otherwise, most of a large sweep's time)
+  await Promise.all(
+    rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id })),
+  )
   return { released: rows.length, keys: [...keys.values()] }
 }
 
