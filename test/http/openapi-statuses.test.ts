@@ -127,7 +127,7 @@ test('headers, servers and webhook payloads are documented (API-2 §11, §13)', 
   }
   expect(doc.servers.length).toBeGreaterThan(0)
   expect(Object.keys(doc.webhooks).sort()).toEqual(
-    ['account.plan_changed', 'activation.created', 'activation.deactivated', 'key.created', 'key.expired', 'key.extended', 'key.revoked', 'product.created'],
+    ['account.plan_changed', 'activation.created', 'activation.deactivated', 'key.created', 'key.expired', 'key.extended', 'key.revoked', 'key.updated', 'product.created'],
   )
   const keyCreated = doc.webhooks['key.created'].post.requestBody.content['application/json'].schema
   expect(keyCreated.required).toEqual(['id', 'type', 'timestamp', 'data'])
