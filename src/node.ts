@@ -15,6 +15,7 @@ import { Principals } from './modules/api-keys/principals'
 import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
+import { releaseGraceMs, releaseInactiveActivations } from './modules/activations/inactivity-release'
 import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { ValidationEngine } from './modules/validation/service'
 import { startDeliveryWorker } from './modules/webhooks/worker'
@@ -93,6 +94,8 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
     every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
+    every(config.sweepIntervalMs, log, 'inactivity-release', () =>
+      releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs), flushFirst: () => validation.flush() })),
     every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)

@@ -27,6 +27,9 @@ describe('license keys', () => {
       revoke_reason: null,
       metadata: {},
       key_prefix: res.body.key_value.slice(0, 5),
+      release_after_seconds: null,
+      deactivations_allowed: null,
+      deactivations_used: 0,
       key_value: expect.stringMatching(KEY_VALUE),
     })
     const { key_value, ...key } = res.body

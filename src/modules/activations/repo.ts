@@ -59,12 +59,13 @@ export interface SlotKey {
   expires_at: Date | null
   plan: string | null
   key_hash: string
+  release_after_seconds: number | null
 }
 
 /** Locks the key row for a slot decision. null when the key is not in this account. */
 export async function lockKeyForSlot(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
   const cond = 'id' in where ? tx`id = ${where.id}` : tx`key_hash = ${where.keyHash}`
-  const [row] = await tx<SlotKey[]>`select id, account_id, product_id, status, activation_limit, expires_at, plan, key_hash,
+  const [row] = await tx<SlotKey[]>`select id, account_id, product_id, status, activation_limit, expires_at, plan, key_hash, release_after_seconds,
       (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
     from license_keys where ${cond} and account_id = ${accountId} for update`
   return row ?? null
@@ -92,9 +93,11 @@ export async function claimSlot(
     return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
   }
   if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
-  const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, app_version, country, last_validated_at)
+  // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
+  const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, app_version, country, last_validated_at,
+      release_after_seconds)
     values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.appVersion},
-            ${device.country}, now())
+            ${device.country}, now(), ${key.release_after_seconds})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id })
@@ -115,6 +118,40 @@ export async function releaseSlot(
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id })
   return activation
+}
+
+/**
+ * Inactivity release, one batch: deactivates (reason `inactive`) up to `batch` active activations that
+ * have not validated for their key's release_after_seconds plus `graceMs`, with their events, in the
+ * caller's transaction. Rows are claimed `for update skip locked` and the update re-checks
+ * status = 'active', so concurrent sweeps never release (or announce) the same activation twice; a
+ * row that a last-seen flush holds is skipped and re-read by the next sweep. No key row lock is taken
+ * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Returns the keys whose
+ * slots changed, for the invalidation.
+ */
+export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
+  const rows = await tx<(ActivationRow & { account_id: string; key_id: string; product_id: string; key_hash: string })[]>`
+    with due as (
+      select id from activations
+      where status = 'active' and release_after_seconds is not null
+        and timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
+            <= timezone('UTC', now()) - make_interval(secs => ${graceMs / 1000})
+      order by timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
+      limit ${batch}
+      for update skip locked)
+    update activations a set status = 'deactivated', deactivated_at = now(), deactivation_reason = 'inactive'
+    from due, license_keys k
+    where a.id = due.id and a.status = 'active' and k.id = a.key_id
+    returning a.id, a.device_fingerprint, a.app_version, a.country, a.status, a.activated_at, a.last_validated_at,
+      a.deactivated_at, a.deactivation_reason, a.account_id, a.key_id, a.product_id, k.key_hash`
+  const keys = new Map<string, { accountId: string; keyHash: string }>()
+  for (const r of rows) keys.set(r.key_id, { accountId: r.account_id, keyHash: r.key_hash })
+  // one event per release; sent together, so the transaction's connection pipelines them (measured:
+  // a round trip each otherwise, most of a large sweep's time)
+  await Promise.all(
+    rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id })),
+  )
+  return { released: rows.length, keys: [...keys.values()] }
 }
 
 export async function countActive(sql: Sql | Tx, keyId: string): Promise<number> {

@@ -8,6 +8,7 @@ export const EVENT_TYPES = [
   'key.revoked',
   'key.expired',
   'key.extended',
+  'key.updated',
   'activation.created',
   'activation.deactivated',
   'product.created',

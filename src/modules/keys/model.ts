@@ -19,6 +19,11 @@ export const Key = t.Object({
   revoke_reason: t.Union([t.String(), t.Null()]),
   metadata: t.Record(t.String(), t.Unknown()),
   key_prefix: t.String({ description: 'First 5 characters of the key value, for support look-ups' }),
+  release_after_seconds: t.Union([t.Integer(), t.Null()], {
+    description: 'An active device that has not validated for this long is released (reason inactive); null = never',
+  }),
+  deactivations_allowed: t.Union([t.Integer(), t.Null()], { description: 'Devices the key holder may release over the key\'s life; null = unlimited' }),
+  deactivations_used: t.Integer({ description: 'Devices the key holder released so far (admin removals and inactivity releases do not count)' }),
 })
 export type Key = typeof Key.static
 
@@ -29,14 +34,33 @@ export const CreatedKey = t.Composite([
 
 export const KeyDetail = t.Composite([Key, t.Object({ activations: t.Array(Activation) })])
 
+const ReleaseAfter = t.Union([t.Integer({ minimum: 60, maximum: 31536000 }), t.Null()], {
+  description: 'Seconds without a validate after which a device is released (60 s to 365 days); null = never',
+})
+const DeactivationsAllowed = t.Union([t.Integer({ minimum: 0, maximum: 10000 }), t.Null()], {
+  description: 'How many devices the key holder may release (0 = none); null = unlimited',
+})
+
 export const CreateKeyBody = t.Object({
   product_id: t.String(),
   plan: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
   activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, default: 3 })),
   expires_at: t.Optional(t.Union([Instant('Must be in the future; omit or null for a perpetual key'), t.Null()])),
   metadata: t.Optional(t.Unknown({ description: 'A JSON object, at most 8 KiB serialized' })),
+  release_after_seconds: t.Optional(ReleaseAfter),
+  deactivations_allowed: t.Optional(DeactivationsAllowed),
 })
 export type CreateKeyBody = typeof CreateKeyBody.static
+
+/** Every field optional; an omitted field keeps its value, unknown fields are ignored. */
+export const PatchKeyBody = t.Object({
+  plan: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
+  activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, description: 'Lowering it below activations_used deactivates nothing' })),
+  metadata: t.Optional(t.Unknown({ description: 'Replaces the whole object: a JSON object, at most 8 KiB serialized' })),
+  release_after_seconds: t.Optional(ReleaseAfter),
+  deactivations_allowed: t.Optional(DeactivationsAllowed),
+})
+export type PatchKeyBody = typeof PatchKeyBody.static
 
 export const ListKeysQuery = q.Object({
   product_id: q.Optional(q.String()),

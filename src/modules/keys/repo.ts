@@ -16,6 +16,9 @@ type Row = {
   revoke_reason: string | null
   metadata: Record<string, unknown>
   key_prefix: string
+  release_after_seconds: number | null
+  deactivations_allowed: number | null
+  deactivations_used: number
 }
 
 export const toKey = (r: Row): Key => ({
@@ -31,6 +34,9 @@ export const toKey = (r: Row): Key => ({
   revoke_reason: r.revoke_reason,
   metadata: r.metadata,
   key_prefix: r.key_prefix,
+  release_after_seconds: r.release_after_seconds,
+  deactivations_allowed: r.deactivations_allowed,
+  deactivations_used: r.deactivations_used,
 })
 
 /** The key columns with the effective status and the live activation count. */
@@ -39,7 +45,8 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   case when k.status = 'active' and k.expires_at <= now() then 'expired' else k.status end as status,
   k.activation_limit,
   (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
-  k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.metadata, k.key_prefix`
+  k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.metadata, k.key_prefix,
+  k.release_after_seconds, k.deactivations_allowed, k.deactivations_used`
 
 export async function insertKey(
   tx: Tx,
@@ -54,11 +61,14 @@ export async function insertKey(
     expiresAt: Date | null
     /** a JSON object (checked by checkMetadata) */
     metadata: Record<string, unknown>
+    releaseAfterSeconds: number | null
+    deactivationsAllowed: number | null
   },
 ): Promise<Key> {
-  await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata)
+  await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata,
+      release_after_seconds, deactivations_allowed)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
-            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)})`
+            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 
@@ -115,4 +125,26 @@ export async function revokeKey(tx: Tx, id: string, reason: string | null): Prom
 
 export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {
   await tx`update license_keys set expires_at = ${expiresAt}, status = 'active', updated_at = now() where id = ${id}`
+}
+
+export interface KeySettings {
+  plan: string | null
+  activationLimit: number
+  metadata: Record<string, unknown>
+  releaseAfterSeconds: number | null
+  deactivationsAllowed: number | null
+}
+
+/**
+ * PATCH: the new settings of a locked key. Its active activations carry a copy of
+ * release_after_seconds (the inactivity job's index needs it on the activation row), kept equal here.
+ */
+export async function updateSettings(tx: Tx, id: string, s: KeySettings, releaseAfterChanged: boolean): Promise<void> {
+  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activationLimit},
+      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.releaseAfterSeconds},
+      deactivations_allowed = ${s.deactivationsAllowed}, updated_at = now()
+    where id = ${id}`
+  if (releaseAfterChanged) {
+    await tx`update activations set release_after_seconds = ${s.releaseAfterSeconds} where key_id = ${id} and status = 'active'`
+  }
 }

@@ -4,7 +4,7 @@ import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
 import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
-import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, RevokeBody } from './model'
+import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody } from './model'
 import * as service from './service'
 
 export function keyRoutes(deps: Deps) {
@@ -37,6 +37,15 @@ export function keyRoutes(deps: Deps) {
           auth: 'keys:read',
           response: { 200: KeyDetail },
           detail: { summary: 'A key with its full activation history, oldest first' },
+        })
+        .patch('/:id', ({ principal, params, body }) => service.patchKey(deps, principal, params.id, body), {
+          auth: 'keys:write',
+          body: PatchKeyBody,
+          response: { 200: Key, ...withBody() },
+          detail: {
+            summary: 'Change a key\'s settings, at once on every node (emits key.updated when a value changed)',
+            description: 'Omitted fields keep their value; metadata replaces the whole object; a revoked key stays revoked.',
+          },
         })
         .post('/:id/revoke', ({ principal, params, body }) => service.revokeKey(deps, principal, params.id, body?.reason ?? null), {
           auth: 'keys:revoke',

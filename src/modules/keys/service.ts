@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util'
 import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../core/record-created'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
@@ -6,7 +7,7 @@ import { checkMetadata, parseInstant } from '../../core/values'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
 import { emit } from '../events/outbox'
-import type { CreateKeyBody, Key, KeyStatus } from './model'
+import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody } from './model'
 import * as repo from './repo'
 
 function futureInstant(field: string, text: string): Date {
@@ -40,6 +41,8 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
       activationLimit: input.activation_limit ?? 3,
       expiresAt,
       metadata,
+      releaseAfterSeconds: input.release_after_seconds ?? null,
+      deactivationsAllowed: input.deactivations_allowed ?? null,
     })
     await emit(tx, who.accountId, 'key.created', key)
     const created = { ...key, key_value: keyValue }
@@ -101,5 +104,41 @@ export async function extendKey(deps: Deps, who: Principal, id: string, expiresA
     return { key, keyHash: current.key_hash }
   })
   await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return key
+}
+
+/**
+ * PATCH: new settings, effective on every node before the answer. Omitted fields keep their value;
+ * `metadata` replaces the whole object. Nothing changed (e.g. `{}`) → the key as is, no event, no
+ * invalidation. A revoked key takes new settings but stays revoked; a lower activation_limit releases
+ * no device (new devices are refused until enough slots are free).
+ */
+export async function patchKey(deps: Deps, who: Principal, id: string, input: PatchKeyBody): Promise<Key> {
+  const metadata = input.metadata === undefined ? undefined : checkMetadata('body.metadata', input.metadata)
+  const { key, keyHash } = await deps.sql.begin(async (tx) => {
+    const locked = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!locked) throw notFound('key', id)
+    const current = (await repo.findKey(tx, who.accountId, id))!
+    const next: repo.KeySettings = {
+      plan: input.plan === undefined ? current.plan : input.plan,
+      activationLimit: input.activation_limit ?? current.activation_limit,
+      metadata: metadata ?? current.metadata,
+      releaseAfterSeconds: input.release_after_seconds === undefined ? current.release_after_seconds : input.release_after_seconds,
+      deactivationsAllowed: input.deactivations_allowed === undefined ? current.deactivations_allowed : input.deactivations_allowed,
+    }
+    const changed =
+      next.plan !== current.plan ||
+      next.activationLimit !== current.activation_limit ||
+      next.releaseAfterSeconds !== current.release_after_seconds ||
+      next.deactivationsAllowed !== current.deactivations_allowed ||
+      !isDeepStrictEqual(next.metadata, current.metadata)
+    if (!changed) return { key: current, keyHash: null }
+    await repo.updateSettings(tx, id, next, next.releaseAfterSeconds !== current.release_after_seconds)
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    await emit(tx, who.accountId, 'key.updated', key)
+    return { key, keyHash: locked.key_hash }
+  })
+  // plan and activation_limit are in every node's hot state: drop it everywhere before answering
+  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
   return key
 }

@@ -72,6 +72,7 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'key.revoked': Key,
   'key.expired': Key,
   'key.extended': Key,
+  'key.updated': Key,
   'activation.created': ActivationEvent,
   'activation.deactivated': ActivationEvent,
   'product.created': Product,
