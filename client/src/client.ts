@@ -22,7 +22,8 @@ export interface KeywardOptions {
   storage?: KeywardStorage
   /** How long the last verified valid answer may stand in for an unreachable service. Default 3 days. */
   graceSeconds?: number
-  fetch?: typeof fetch
+  /** A fetch implementation (default: the global one), e.g. to add a proxy or for tests. */
+  fetch?: FetchLike
   /** Per attempt. Default 10 s. */
   timeoutMs?: number
   /** Extra attempts after a network error or a 503. Default 3. */
@@ -36,6 +37,8 @@ export interface KeywardOptions {
   /** The clock (ms since the epoch); tests inject one. */
   now?: () => number
 }
+
+export type FetchLike = (input: string, init: RequestInit) => Promise<Response>
 
 export type Refusal = 'not_found' | 'revoked' | 'expired' | 'activation_limit'
 /** Refusals that end grace: the stored answer is forgotten. */
@@ -120,7 +123,7 @@ export class Keyward {
   readonly graceSeconds: number
   private readonly token: string
   private readonly publicKeyPromise: Promise<CryptoKey>
-  private readonly fetchImpl: typeof fetch
+  private readonly fetchImpl: FetchLike
   private readonly timeoutMs: number
   private readonly retries: number
   private readonly backoffMs: number
