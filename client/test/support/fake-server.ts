@@ -28,6 +28,8 @@ export interface FakeServer {
   retryAfter: number
   requests: { path: string; nonce: string | null; body: any; auth: string | null }[]
   devices: { device_fingerprint: string; device_name: string | null }[]
+  /** Signs an offline license (API-2 §12) with the same key. */
+  license(payload: Record<string, unknown>): string
   stop(): Promise<void>
 }
 
@@ -57,6 +59,12 @@ export function startFakeServer(): FakeServer {
     requests: [],
     devices: [],
     stop: async () => server.stop(true),
+    license(payload) {
+      const enc = Buffer.from(JSON.stringify(payload)).toString('base64')
+      const sig = sign(null, Buffer.from(`license/${enc}`), privateKey).toString('base64')
+      const outer = Buffer.from(JSON.stringify({ enc, sig, alg: 'base64+ed25519', kid })).toString('base64')
+      return `-----BEGIN KEYWARD LICENSE-----\n${outer.match(/.{1,64}/g)!.join('\n')}\n-----END KEYWARD LICENSE-----\n`
+    },
   }
 
   function answer(path: string, nonce: string | null, status: number, body: unknown, mode: Mode, problem = false): Response {
