@@ -131,6 +131,8 @@ export class Keyward {
   private readonly now: () => number
   private key: string | undefined
   private fingerprintValue: Promise<string> | undefined
+  /** The last key/device binding computed (the same one on every call of a running app). */
+  private binding: { input: string; value: string } | undefined
 
   constructor(options: KeywardOptions) {
     if (!options?.baseUrl || !options.token || !options.publicKey) throw new TypeError('Keyward: baseUrl, token and publicKey are required')
@@ -309,7 +311,9 @@ export class Keyward {
   /** A short hash of key and device: put in every nonce, so a signed answer is bound to both. */
   private async bindingOf(key: string, fingerprint: string): Promise<string> {
     const normalized = key.trim().toUpperCase().replace(/-/g, '')
-    return toBase64Url((await sha256(`keyward-binding/v1\n${normalized}\n${fingerprint}`)).slice(0, 15))
+    const input = `keyward-binding/v1\n${normalized}\n${fingerprint}`
+    if (this.binding?.input !== input) this.binding = { input, value: toBase64Url((await sha256(input)).slice(0, 15)) }
+    return this.binding.value
   }
 
   /** Records the latest clock value seen and returns the one stored before (0 when none). */
