@@ -1,0 +1,61 @@
+// Every failure the client reports is a KeywardError with a stable `code` to branch on. Codes from the
+// service (problem+json `code`) pass through unchanged; the client adds its own for what happens before
+// or after the service answers: `unreachable`, `bad_signature`, `no_key`, `invalid_public_key`.
+
+export interface KeywardErrorInit {
+  code: string
+  status?: number
+  detail?: string
+  requestId?: string | null
+  retryAfter?: number | null
+  /** True when the error answer itself carried a verified signature (the service really said it). */
+  signed?: boolean
+  cause?: unknown
+}
+
+export class KeywardError extends Error {
+  /** The service's problem `code` (`rate_limited`, `unauthorized`, ...) or a client code. */
+  readonly code: string
+  /** The HTTP status, or 0 when there was no answer. */
+  readonly status: number
+  readonly detail: string
+  readonly requestId: string | null
+  /** Seconds to wait before asking again (429 only). */
+  readonly retryAfter: number | null
+  readonly signed: boolean
+
+  constructor(init: KeywardErrorInit) {
+    super(init.detail ? `${init.code}: ${init.detail}` : init.code, init.cause === undefined ? undefined : { cause: init.cause })
+    this.name = 'KeywardError'
+    this.code = init.code
+    this.status = init.status ?? 0
+    this.detail = init.detail ?? ''
+    this.requestId = init.requestId ?? null
+    this.retryAfter = init.retryAfter ?? null
+    this.signed = init.signed ?? false
+  }
+}
+
+/** The service could not be reached (network error, timeout) or kept answering 5xx. */
+export class UnreachableError extends KeywardError {
+  constructor(init: Omit<KeywardErrorInit, 'code'> & { code?: string }) {
+    super({ code: 'unreachable', ...init })
+    this.name = 'UnreachableError'
+  }
+}
+
+/** An answer that is unsigned, forged, for another request, or too old/new: never trusted. */
+export class SignatureError extends KeywardError {
+  constructor(detail: string, requestId: string | null = null) {
+    super({ code: 'bad_signature', detail, requestId })
+    this.name = 'SignatureError'
+  }
+}
+
+/** 429: the account's daily validate quota is used up; `retryAfter` says for how long. */
+export class RateLimitedError extends KeywardError {
+  constructor(init: Omit<KeywardErrorInit, 'code'>) {
+    super({ code: 'rate_limited', ...init })
+    this.name = 'RateLimitedError'
+  }
+}

@@ -1,0 +1,5 @@
+export { Keyward } from './client.js'
+export type { FetchLike, KeywardOptions, ValidateResult, Refusal, Device, DevicesResult, DeactivateResult, Heartbeat, HeartbeatOptions } from './client.js'
+export { KeywardError, RateLimitedError, SignatureError, UnreachableError } from './errors.js'
+export { fileStorage, localStorageStorage, memoryStorage, type KeywardStorage } from './storage.js'
+export type { LicensePayload, LicenseRefusal, LicenseResult } from './license.js'

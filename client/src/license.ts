@@ -1,0 +1,80 @@
+// Offline licenses (API-2 §12): the text is BEGIN/END lines around standard base64 (wrapping allowed)
+// of {"enc", "sig", "alg": "base64+ed25519", "kid"}; the signature is Ed25519 over "license/" + enc,
+// enc exactly as transmitted; enc decodes to the payload. A verifier also checks the device, the
+// expiry against its clock, and that issued_at is not more than 5 minutes in the clock's future.
+import { fromBase64, utf8 } from './encoding.js'
+
+const BEGIN = '-----BEGIN KEYWARD LICENSE-----'
+const END = '-----END KEYWARD LICENSE-----'
+const MAX_TEXT = 16 * 1024
+export const ISSUED_AT_SKEW_MS = 5 * 60_000
+
+export interface LicensePayload {
+  v: 1
+  id: string
+  account_id: string
+  key_id: string
+  product_id: string
+  plan: string | null
+  device_fingerprint: string
+  issued_at: string
+  expires_at: string
+}
+
+export type LicenseRefusal = 'malformed' | 'bad_signature' | 'wrong_device' | 'wrong_product' | 'expired' | 'clock_set_back'
+
+export type LicenseResult =
+  | { valid: true; license: LicensePayload; expiresAt: Date; issuedAt: Date }
+  | { valid: false; reason: LicenseRefusal; license?: LicensePayload }
+
+const decodeJson = (bytes: Uint8Array | null): unknown => {
+  if (!bytes) return null
+  try {
+    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+  } catch {
+    return null
+  }
+}
+
+const isPayload = (p: any): p is LicensePayload =>
+  !!p && typeof p === 'object' && p.v === 1 && typeof p.id === 'string' && typeof p.product_id === 'string' &&
+  typeof p.device_fingerprint === 'string' && typeof p.issued_at === 'string' && typeof p.expires_at === 'string' &&
+  Number.isFinite(Date.parse(p.issued_at)) && Number.isFinite(Date.parse(p.expires_at))
+
+export interface LicenseChecks {
+  key: CryptoKey
+  fingerprint: string
+  productId?: string
+  /** The clock to trust: the caller passes max(local clock, latest time seen). */
+  now: number
+  /** The local clock itself, for the "issued in the future" check. */
+  clock: number
+}
+
+export async function checkLicense(text: unknown, c: LicenseChecks): Promise<LicenseResult> {
+  if (typeof text !== 'string' || text.length > MAX_TEXT) return { valid: false, reason: 'malformed' }
+  const trimmed = text.trim()
+  if (!trimmed.startsWith(BEGIN) || !trimmed.endsWith(END)) return { valid: false, reason: 'malformed' }
+  const envelope = decodeJson(fromBase64(trimmed.slice(BEGIN.length, trimmed.length - END.length).replace(/\s+/g, ''))) as any
+  if (!envelope || typeof envelope !== 'object' || envelope.alg !== 'base64+ed25519') return { valid: false, reason: 'malformed' }
+  const { enc, sig } = envelope
+  const signature = typeof sig === 'string' ? fromBase64(sig) : null
+  const payloadBytes = typeof enc === 'string' ? fromBase64(enc) : null
+  if (!signature || signature.length !== 64 || !payloadBytes) return { valid: false, reason: 'malformed' }
+  let genuine = false
+  try {
+    genuine = await crypto.subtle.verify({ name: 'Ed25519' }, c.key, signature as BufferSource, utf8(`license/${enc}`) as BufferSource)
+  } catch {
+    genuine = false
+  }
+  if (!genuine) return { valid: false, reason: 'bad_signature' }
+  const license = decodeJson(payloadBytes)
+  if (!isPayload(license)) return { valid: false, reason: 'malformed' }
+  const issuedAt = new Date(license.issued_at)
+  const expiresAt = new Date(license.expires_at)
+  if (license.device_fingerprint.toLowerCase() !== c.fingerprint.toLowerCase()) return { valid: false, reason: 'wrong_device', license }
+  if (c.productId && license.product_id !== c.productId) return { valid: false, reason: 'wrong_product', license }
+  if (issuedAt.getTime() > c.clock + ISSUED_AT_SKEW_MS || c.now > c.clock + ISSUED_AT_SKEW_MS) return { valid: false, reason: 'clock_set_back', license }
+  if (expiresAt.getTime() <= c.now) return { valid: false, reason: 'expired', license }
+  return { valid: true, license, expiresAt, issuedAt }
+}

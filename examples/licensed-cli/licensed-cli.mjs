@@ -1,0 +1,124 @@
+#!/usr/bin/env node
+// A small "licensed app" built on @keyward/client: copy it, change the four constants, ship it.
+//
+//   licensed-cli activate <KEY>     check the key on this device and remember it
+//   licensed-cli run                the app itself: runs only while licensed (grace when offline)
+//   licensed-cli devices            the key's devices (this one marked)
+//   licensed-cli release <FP|this>  free a device's slot (sign out here, or a lost laptop)
+//   licensed-cli offline <FILE>     use an offline license file (no network at all)
+//
+// Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
+// `validate` token), KEYWARD_PUBLIC_KEY (`public_key` from GET /v1/offline/public-key),
+// KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer).
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
+import { homedir } from 'node:os'
+import { join } from 'node:path'
+import { Keyward, KeywardError, fileStorage } from '@keyward/client'
+
+const DIR = process.env.LICENSED_CLI_HOME ?? join(homedir(), '.licensed-cli')
+mkdirSync(DIR, { recursive: true, mode: 0o700 })
+const KEY_FILE = join(DIR, 'key')
+
+const keyward = new Keyward({
+  baseUrl: process.env.KEYWARD_URL ?? 'http://localhost:3000',
+  token: process.env.KEYWARD_TOKEN ?? '',
+  publicKey: process.env.KEYWARD_PUBLIC_KEY ?? '',
+  productId: process.env.KEYWARD_PRODUCT_ID,
+  storage: fileStorage(join(DIR, 'state.json')),
+  graceSeconds: 3 * 86_400,
+})
+
+const savedKey = () => (existsSync(KEY_FILE) ? readFileSync(KEY_FILE, 'utf8').trim() : null)
+const fail = (message) => {
+  console.error(message)
+  process.exit(1)
+}
+
+/** Validates and explains every outcome; true when the app may run. */
+async function licensed(key) {
+  try {
+    const r = await keyward.validate({ key, deviceName: `${process.env.USER ?? 'user'}'s computer`, appVersion: '1.0.0' })
+    if (r.valid) {
+      console.log(r.offline ? `licensed (offline, last confirmed ${r.signedAt.toISOString()})` : `licensed: plan ${r.plan ?? '-'}, ${r.activationsUsed}/${r.activationLimit} devices`)
+      return true
+    }
+    const why = {
+      not_found: 'this key does not exist: check for typos',
+      revoked: 'this key was revoked: contact support',
+      expired: 'this key has expired: renew it',
+      activation_limit: 'every device slot is taken: release one with `licensed-cli devices` / `release`',
+    }
+    console.error(why[r.reason])
+    return false
+  } catch (err) {
+    if (!(err instanceof KeywardError)) throw err
+    const why = {
+      unreachable: 'the license server cannot be reached and the grace period is over (or never started)',
+      rate_limited: `too many checks today; try again in ${err.retryAfter} s`,
+      bad_signature: 'the answer was not signed by the license server: refusing it',
+      unauthorized: 'this build carries a retired token: please update the app',
+    }
+    console.error(why[err.code] ?? `license check failed: ${err.code} ${err.detail} (${err.requestId ?? 'no request id'})`)
+    return false
+  }
+}
+
+const [command, arg] = process.argv.slice(2)
+switch (command) {
+  case 'activate': {
+    if (!arg) fail('usage: licensed-cli activate <KEY>')
+    if (await licensed(arg)) writeFileSync(KEY_FILE, arg, { mode: 0o600 })
+    else process.exit(1)
+    break
+  }
+  case 'run': {
+    const key = savedKey() ?? fail('not activated: licensed-cli activate <KEY>')
+    if (!(await licensed(key))) process.exit(1)
+    console.log('Hello from the licensed app. (Ctrl-C to quit)')
+    // A floating seat is held while the app runs: validate every 5 minutes; stop if the seat is lost.
+    const beat = keyward.heartbeat({
+      intervalSeconds: Number(process.env.HEARTBEAT_SECONDS ?? 300),
+      onLost: (why) => {
+        console.error('license lost:', 'reason' in why ? why.reason : why.error.code)
+        process.exit(2)
+      },
+    })
+    process.once('SIGINT', async () => {
+      await beat.stop()
+      process.exit(0)
+    })
+    break
+  }
+  case 'devices': {
+    const key = savedKey() ?? fail('not activated')
+    const d = await keyward.devices({ key })
+    console.log(`${d.activationsUsed}/${d.activationLimit} devices (${d.status})`)
+    for (const dev of d.devices) {
+      console.log(`${dev.current ? '*' : ' '} ${dev.fingerprint.slice(0, 12)}…  ${dev.name ?? '(unnamed)'}  last seen ${dev.lastValidatedAt?.toISOString() ?? dev.activatedAt.toISOString()}`)
+    }
+    break
+  }
+  case 'release': {
+    const key = savedKey() ?? fail('not activated')
+    let target
+    if (arg && arg !== 'this') {
+      // Accept the 12-character prefix that `devices` prints.
+      target = (await keyward.devices({ key })).devices.find((d) => d.fingerprint.startsWith(arg.toLowerCase()))?.fingerprint
+      if (!target) fail(`no device starting with ${arg}`)
+    }
+    const r = await keyward.deactivate(target, { key })
+    console.log(r.deactivated ? `released: ${r.activationsUsed}/${r.activationLimit} devices in use` : 'that device held no slot')
+    break
+  }
+  case 'offline': {
+    const r = await keyward.verifyLicense(readFileSync(arg ?? fail('usage: licensed-cli offline <FILE>'), 'utf8'))
+    if (!r.valid) fail(`offline license refused: ${r.reason}`)
+    console.log(`licensed offline until ${r.expiresAt.toISOString()} (plan ${r.license.plan ?? '-'})`)
+    break
+  }
+  case 'fingerprint':
+    console.log(await keyward.fingerprint())
+    break
+  default:
+    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | fingerprint')
+}
