@@ -7,6 +7,7 @@ import { secondsToUtcMidnight } from '../../infra/counters'
 import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
+import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
 import type { Activation } from '../activations/model'
@@ -60,6 +61,8 @@ function countryOf(value: string | null): string | null {
 export class ValidationEngine {
   readonly hot: HotState
   readonly lastSeen: LastSeenWriter
+  /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
+  readonly outcomes: ValidationCounts
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
 
@@ -77,6 +80,18 @@ export class ValidationEngine {
       bus,
     )
     this.lastSeen = new LastSeenWriter(sql)
+    this.outcomes = new ValidationCounts(sql)
+  }
+
+  /** A refusal, counted for the analytics (`productId` NO_PRODUCT when it belongs to none). */
+  private refused(accountId: string, productId: string, reason: Reason, now: number): ValidateAnswer {
+    this.outcomes.record(accountId, productId, OUTCOME[reason], now)
+    return refuse(reason)
+  }
+
+  private limited(accountId: string, limit: number | null, now: number): AppError {
+    this.outcomes.record(accountId, NO_PRODUCT, OUTCOME.rate_limited, now)
+    return rateLimited(limit)
   }
 
   /**
@@ -90,9 +105,9 @@ export class ValidationEngine {
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
     const taken = this.deps.counters.take(who.accountId, limit, now)
     if (taken === true) return this.decide(who, body, headers, now)
-    if (taken === false) throw rateLimited(limit)
+    if (taken === false) throw this.limited(who.accountId, limit, now)
     return taken.then((ok) => {
-      if (!ok) throw rateLimited(limit)
+      if (!ok) throw this.limited(who.accountId, limit, Date.now())
       return this.decide(who, body, headers, Date.now())
     })
   }
@@ -101,7 +116,7 @@ export class ValidationEngine {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
       const canonical = normalizeKeyValue(body.key)
-      if (canonical === null) return refuse('not_found')
+      if (canonical === null) return this.refused(who.accountId, NO_PRODUCT, 'not_found', now)
       hotKey = hashKeyValue(canonical, 'base64')
       this.keyValues.set(body.key, hotKey)
     }
@@ -119,19 +134,21 @@ export class ValidationEngine {
     state: KeyState | null,
     now: number,
   ): ValidateAnswer | Promise<ValidateAnswer> {
-    if (state === null || state.accountId !== who.accountId) return refuse('not_found')
-    if (body.product_id != null && body.product_id !== state.productId) return refuse('not_found')
-    if (state.status === 'revoked') return refuse('revoked')
-    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return refuse('expired')
+    const account = who.accountId
+    if (state === null || state.accountId !== account) return this.refused(account, NO_PRODUCT, 'not_found', now)
+    if (body.product_id != null && body.product_id !== state.productId) return this.refused(account, NO_PRODUCT, 'not_found', now)
+    if (state.status === 'revoked') return this.refused(account, state.productId, 'revoked', now)
+    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return this.refused(account, state.productId, 'expired', now)
 
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
     if (hasDevice(state, fingerprint)) {
       this.lastSeen.record(hotKey, fingerprint, appVersion, now)
+      this.outcomes.record(account, state.productId, OUTCOME.valid, now)
       return valid(state.plan, state.expiresAt, deviceCount(state), state.limit)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
-    if (deviceCount(state) >= state.limit) return refuse('activation_limit')
+    if (deviceCount(state) >= state.limit) return this.refused(account, state.productId, 'activation_limit', now)
     const country = countryOf(headers.get(this.deps.config.countryHeader))
     return this.activate(who, hotKey, state, fingerprint, appVersion, country)
   }
@@ -155,13 +172,15 @@ export class ValidationEngine {
     })
     switch (result.kind) {
       case 'not_found':
+        this.hot.invalidate(hotKey) // memory was behind Postgres
+        return this.refused(who.accountId, NO_PRODUCT, 'not_found', Date.now())
       case 'revoked':
       case 'expired':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return refuse(result.kind)
+        return this.refused(who.accountId, cached.productId, result.kind, Date.now())
       case 'limit':
         if (deviceCount(cached) < cached.limit) this.hot.invalidate(hotKey)
-        return refuse('activation_limit')
+        return this.refused(who.accountId, cached.productId, 'activation_limit', Date.now())
       case 'existing':
         this.hot.addDevice(hotKey, fingerprint)
         this.lastSeen.record(hotKey, fingerprint, appVersion)
@@ -176,6 +195,7 @@ export class ValidationEngine {
         break
     }
     const { key } = result
+    this.outcomes.record(who.accountId, key.product_id, OUTCOME.valid, Date.now())
     return valid(key.plan, key.expires_at ? key.expires_at.getTime() : null, result.activeCount, key.activation_limit)
   }
 
