@@ -4,7 +4,7 @@
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
-import { emit } from '../events/outbox'
+import { emit, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 
 type ActivationRow = {
@@ -83,6 +83,7 @@ export async function claimSlot(
   tx: Tx,
   key: SlotKey,
   device: { fingerprint: string; appVersion: string | null; country: string | null },
+  actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
     where key_id = ${key.id} and status = 'active'`
@@ -97,7 +98,7 @@ export async function claimSlot(
             ${device.country}, now())
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
-  await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id })
+  await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)
   return { kind: 'created', activation, activeCount: active.length + 1 }
 }
 
@@ -107,13 +108,14 @@ export async function releaseSlot(
   key: { id: string; account_id: string; product_id: string },
   which: { activationId: string } | { fingerprint: string },
   reason: 'user' | 'admin',
+  actor: Actor,
 ): Promise<Activation | null> {
   const cond = 'activationId' in which ? tx`id = ${which.activationId}` : tx`device_fingerprint = ${which.fingerprint}`
   const [row] = await tx<ActivationRow[]>`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason}
     where key_id = ${key.id} and status = 'active' and ${cond} returning ${activationColumns(tx)}`
   if (!row) return null
   const activation = toActivation(row)
-  await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id })
+  await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id }, actor)
   return activation
 }
 

@@ -5,7 +5,7 @@ import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
-import { emit } from '../events/outbox'
+import { byApiKey, emit } from '../events/outbox'
 import type { CreateKeyBody, Key, KeyStatus } from './model'
 import * as repo from './repo'
 
@@ -41,7 +41,7 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
       expiresAt,
       metadata,
     })
-    await emit(tx, who.accountId, 'key.created', key)
+    await emit(tx, who.accountId, 'key.created', key, byApiKey(who))
     const created = { ...key, key_value: keyValue }
     return record ? record(tx, created) : created
   })
@@ -81,7 +81,7 @@ export async function revokeKey(deps: Deps, who: Principal, id: string, reason: 
     const changed = current.status !== 'revoked'
     if (changed) await repo.revokeKey(tx, id, reason)
     const key = (await repo.findKey(tx, who.accountId, id))!
-    if (changed) await emit(tx, who.accountId, 'key.revoked', key)
+    if (changed) await emit(tx, who.accountId, 'key.revoked', key, byApiKey(who))
     return { key, keyHash: current.key_hash, changed }
   })
   if (changed) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
@@ -97,7 +97,7 @@ export async function extendKey(deps: Deps, who: Principal, id: string, expiresA
     if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
     await repo.extendKey(tx, id, expiresAt)
     const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.extended', key)
+    await emit(tx, who.accountId, 'key.extended', key, byApiKey(who))
     return { key, keyHash: current.key_hash }
   })
   await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })

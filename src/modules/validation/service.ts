@@ -8,6 +8,7 @@ import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
 import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
+import { byApiKey, DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
 import type { Activation } from '../activations/model'
@@ -168,7 +169,7 @@ export class ValidationEngine {
       if (!key) return { kind: 'not_found' as const }
       if (key.status === 'revoked') return { kind: 'revoked' as const }
       if (key.expired) return { kind: 'expired' as const }
-      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country })), key }
+      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country }, DEVICE)), key }
     })
     switch (result.kind) {
       case 'not_found':
@@ -208,7 +209,7 @@ export class ValidationEngine {
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
       if (!key) return null
-      const released = await releaseSlot(tx, key, { fingerprint }, 'user')
+      const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE)
       return { deactivated: released !== null, used: await countActive(tx, key.id), limit: key.activation_limit }
     })
     if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
@@ -223,7 +224,7 @@ export class ValidationEngine {
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
       if (!key) throw notFound('key', keyId)
-      const released = await releaseSlot(tx, key, { activationId }, 'admin')
+      const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who))
       if (released) return { activation: released, keyHash: key.key_hash }
       const activation = await findActivation(tx, keyId, activationId)
       if (!activation) throw notFound('activation', activationId)
