@@ -57,7 +57,7 @@ test('every event type arrives signed, with its documented data', async () => {
     expect(Math.abs(Number(r.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(60)
     expect(r.headers['content-type']).toBe('application/json')
     expect(r.headers['user-agent']).toBe('Keyward-Webhooks/1')
-    expect(Object.keys(JSON.parse(r.body)).sort()).toEqual(['data', 'id', 'timestamp', 'type'])
+    expect(Object.keys(JSON.parse(r.body)).sort()).toEqual(['actor', 'data', 'id', 'timestamp', 'type'])
     expect(r.payload!.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   }
   const byType = (type: string) => got.filter((r) => r.payload!.type === type).map((r) => r.payload!.data)
