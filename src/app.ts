@@ -10,6 +10,7 @@ import { adminRoutes } from './modules/accounts/routes'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
+import { eventRoutes } from './modules/events/routes'
 import { keyRoutes } from './modules/keys/routes'
 import { offlineRoutes } from './modules/offline/routes'
 import { opsRoutes } from './modules/ops/routes'
@@ -46,6 +47,7 @@ export function createApp(deps: NodeDeps) {
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps))
     .use(webhookRoutes(deps))
+    .use(eventRoutes(deps))
 }
 
 export type App = ReturnType<typeof createApp>

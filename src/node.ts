@@ -93,6 +93,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
     every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
+    every(config.flushIntervalMs, log, 'validation-outcomes', () => validation.outcomes.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
       releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs), flushFirst: () => validation.flush() })),
@@ -116,6 +117,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         deps.principals.close()
         // repeat validations batched in memory reach Postgres before the connection closes
         await validation.flush().catch((err) => log.warn({ err: String(err) }, 'last-seen flush at shutdown failed'))
+        await validation.outcomes.flush().catch((err) => log.warn({ err: String(err) }, 'validation outcome flush at shutdown failed'))
         validation.close()
         await deps.counters.flush().catch(() => {})
         await deps.counters.close()

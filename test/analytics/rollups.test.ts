@@ -1,6 +1,7 @@
 // The rollups behind analytics stay equal to the system of record whatever writes it: the activation
 // slot primitive, bulk statements, revocation, the expiry sweeper's batches, extension, product
 // deletion (cascades), concurrent new activations, and the migration's own backfill.
+import { DEVICE } from '../../src/modules/events/outbox'
 import { beforeAll, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -56,7 +57,7 @@ test('every kind of write keeps the rollups equal to the record', async () => {
   const k = await newKey(h.call, token, p1.id)
   await sql.begin(async (tx) => {
     const key = (await lockKeyForSlot(tx, id, { id: k.id }))!
-    expect((await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: '1.0', country: 'NL' })).kind).toBe('created')
+    expect((await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: '1.0', country: 'NL' }, DEVICE)).kind).toBe('created')
   })
   let a = await expectConsistent(id, token)
   expect(a.overview).toMatchObject({ total_keys: 1, active_keys: 1, total_activations: 1, activations_today: 1 })
@@ -112,7 +113,7 @@ test('concurrent new activations of one account, product and day are all counted
     Array.from({ length: 4 }, () =>
       sql.begin(async (tx) => {
         const key = (await lockKeyForSlot(tx, id, { id: k.id }))!
-        return (await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: null, country: 'CA' })).kind
+        return (await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: null, country: 'CA' }, DEVICE)).kind
       }),
     ),
   )

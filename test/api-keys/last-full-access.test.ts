@@ -100,7 +100,7 @@ test('the same race without HTTP in between: of two parallel deletes exactly one
     const ids = await fullAccessIds(accountId)
     expect(ids).toHaveLength(2)
     expect(ids).toContain(second.body.id)
-    const outcomes = await Promise.allSettled(ids.map((id) => deleteApiKey(h.node.deps, accountId, id)))
+    const outcomes = await Promise.allSettled(ids.map((id) => deleteApiKey(h.node.deps, accountId, id, { type: 'api_key', id })))
     const fulfilled = outcomes.filter((o) => o.status === 'fulfilled')
     const rejected = outcomes.filter((o): o is PromiseRejectedResult => o.status === 'rejected')
     expect(fulfilled).toHaveLength(1)

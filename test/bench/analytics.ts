@@ -7,6 +7,7 @@
 //
 // A fresh database is created for the run and dropped at the end. Seeding is plain
 // `insert ... select generate_series` (the same triggers count it as they count claimSlot's inserts).
+import { DEVICE } from '../../src/modules/events/outbox'
 import postgres from 'postgres'
 import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
@@ -195,7 +196,7 @@ try {
     await sql.begin(async (tx) => {
       const key = (await lockKeyForSlot(tx, other.account.id, { id: keyId }))!
       const fingerprint = crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
-      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country })
+      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country }, DEVICE)
     })
     return ms(t0)
   }

@@ -14,7 +14,7 @@ import { join } from 'node:path'
 import postgres from 'postgres'
 import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
-import { emit } from '../../src/modules/events/outbox'
+import { emit, SYSTEM } from '../../src/modules/events/outbox'
 import { startNode } from '../../src/node'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000)
@@ -128,7 +128,7 @@ async function main() {
     const product = { id: 'prod_bench', note: 'x'.repeat(400) }
     const burstStart = now()
     await sql.begin(async (tx) => {
-      for (let i = 0; i < EVENTS; i++) await emit(tx, accountId, 'key.created', { ...product, i })
+      for (let i = 0; i < EVENTS; i++) await emit(tx, accountId, 'key.created', { ...product, i }, SYSTEM)
     })
     const committed = now()
     const burst = await waitForArrivals(receiver.url, EVENTS)

@@ -1,6 +1,6 @@
 // Delivery end to end: a local receiver verifies every request with the `standardwebhooks` package.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
-import { emit } from '../../src/modules/events/outbox'
+import { emit, SYSTEM } from '../../src/modules/events/outbox'
 import { ADMIN_TOKEN, newKey, newProduct, useHarness } from '../support/harness'
 import { ALL_EVENTS, fingerprint, LOCAL_DELIVERY, newWebhook, without } from './helpers'
 import { eventually, startReceiver, type Receiver } from './receiver'
@@ -57,7 +57,7 @@ test('every event type arrives signed, with its documented data', async () => {
     expect(Math.abs(Number(r.headers['webhook-timestamp']) - Date.now() / 1000)).toBeLessThan(60)
     expect(r.headers['content-type']).toBe('application/json')
     expect(r.headers['user-agent']).toBe('Keyward-Webhooks/1')
-    expect(Object.keys(JSON.parse(r.body)).sort()).toEqual(['data', 'id', 'timestamp', 'type'])
+    expect(Object.keys(JSON.parse(r.body)).sort()).toEqual(['actor', 'data', 'id', 'timestamp', 'type'])
     expect(r.payload!.timestamp).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
   }
   const byType = (type: string) => got.filter((r) => r.payload!.type === type).map((r) => r.payload!.data)
@@ -250,7 +250,7 @@ test('disabling and deleting webhooks in the middle of a burst: no errors, nothi
 
   const BURST = 200
   await h.node.deps.sql.begin(async (tx) => {
-    for (let i = 0; i < BURST; i++) await emit(tx, accountId, 'key.created', { i })
+    for (let i = 0; i < BURST; i++) await emit(tx, accountId, 'key.created', { i }, SYSTEM)
   })
   await rx.waitFor(() => rx.on(p1).length > 0 && rx.on(p2).length > 0, 10_000)
   const [off, del] = await Promise.all([

@@ -1,7 +1,13 @@
 import { EVENT_TYPES } from '../../src/modules/events/outbox'
 import type { Client } from '../support/harness'
 
-export const ALL_EVENTS = [...EVENT_TYPES]
+/**
+ * The types these tests subscribe to: every type but the audit ones API-2 §13 added for changes to
+ * products, API keys and webhooks themselves, so a webhook receives only what a test does to keys,
+ * products and activations (creating a webhook no longer floods the others with webhook.created).
+ */
+const AUDIT_TYPES: readonly string[] = ['product.updated', 'product.deleted', 'api_key.rotated', 'api_key.deleted', 'webhook.created', 'webhook.updated', 'webhook.deleted']
+export const ALL_EVENTS = EVENT_TYPES.filter((type) => !AUDIT_TYPES.includes(type))
 
 /** Env for a node that may deliver to the local receiver, with short retry delays. */
 export const LOCAL_DELIVERY = {

@@ -23,6 +23,7 @@ const message = signEvent('whsec_' + Buffer.alloc(32, 7).toString('base64'), {
   id: 'evt_01JD7Z3X9K8Q4W2E6R5T1Y0U3I',
   type: 'key.created',
   createdAt: new Date(),
+  actor: { type: 'system', id: null },
   data: {},
 })
 const opts = { allowPrivate: true, timeoutMs: 2_000 }

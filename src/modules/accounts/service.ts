@@ -5,7 +5,7 @@ import { notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from '../api-keys/model'
 import type { Scope } from '../../core/scopes'
 import { createApiKey } from '../api-keys/service'
-import { emit } from '../events/outbox'
+import { emit, OPERATOR } from '../events/outbox'
 import { createSigningKey } from '../offline/signing-keys'
 import type { Account } from './model'
 import type { Plan } from '../../core/plans'
@@ -41,7 +41,7 @@ export async function issueApiKey(sql: Sql, accountId: string, input: { name: st
     if (!account) throw notFound('account', accountId)
     const apiKey = await createApiKey(tx, accountId, input)
     const { token: _token, ...withoutToken } = apiKey
-    await emit(tx, accountId, 'api_key.created', withoutToken)
+    await emit(tx, accountId, 'api_key.created', withoutToken, OPERATOR)
     return apiKey
   })
 }
@@ -59,7 +59,7 @@ export async function updateAccount(deps: Deps, id: string, patch: { name?: stri
     if (!before) throw notFound('account', id)
     const after = await repo.updateAccount(tx, id, patch)
     const changed = patch.plan !== undefined && patch.plan !== before.plan
-    if (changed) await emit(tx, id, 'account.plan_changed', { account_id: id, previous_plan: before.plan, plan: after.plan })
+    if (changed) await emit(tx, id, 'account.plan_changed', { account_id: id, previous_plan: before.plan, plan: after.plan }, OPERATOR)
     return { account: after, changed }
   })
   if (changed) await deps.bus.publish({ kind: 'account', accountId: id })

@@ -4,7 +4,7 @@
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
-import { emit } from '../events/outbox'
+import { emit, SYSTEM, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 
 type ActivationRow = {
@@ -84,6 +84,7 @@ export async function claimSlot(
   tx: Tx,
   key: SlotKey,
   device: { fingerprint: string; appVersion: string | null; country: string | null },
+  actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
     where key_id = ${key.id} and status = 'active'`
@@ -100,7 +101,7 @@ export async function claimSlot(
             ${device.country}, now(), ${key.release_after_seconds})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
-  await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id })
+  await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)
   return { kind: 'created', activation, activeCount: active.length + 1 }
 }
 
@@ -110,13 +111,14 @@ export async function releaseSlot(
   key: { id: string; account_id: string; product_id: string },
   which: { activationId: string } | { fingerprint: string },
   reason: 'user' | 'admin',
+  actor: Actor,
 ): Promise<Activation | null> {
   const cond = 'activationId' in which ? tx`id = ${which.activationId}` : tx`device_fingerprint = ${which.fingerprint}`
   const [row] = await tx<ActivationRow[]>`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason}
     where key_id = ${key.id} and status = 'active' and ${cond} returning ${activationColumns(tx)}`
   if (!row) return null
   const activation = toActivation(row)
-  await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id })
+  await emit(tx, key.account_id, 'activation.deactivated', { activation, key_id: key.id, product_id: key.product_id }, actor)
   return activation
 }
 
@@ -149,7 +151,7 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
   // one event per release; sent together, so the transaction's connection pipelines them (measured:
   // a round trip each otherwise, most of a large sweep's time)
   await Promise.all(
-    rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id })),
+    rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id }, SYSTEM)),
   )
   return { released: rows.length, keys: [...keys.values()] }
 }

@@ -28,6 +28,28 @@ export const TrendEntry = t.Object({
 export const Trend = t.Array(TrendEntry, { description: 'One entry per day, oldest first, zero-filled' })
 export type TrendEntry = typeof TrendEntry.static
 
+export const ValidationsQuery = q.Object({
+  range: q.Optional(
+    q.Union([q.Literal('7d'), q.Literal('30d'), q.Literal('90d')], { default: '30d', description: 'Days ending today (UTC)' }),
+  ),
+  product_id: q.Optional(q.String({ description: 'Only this product (not_found and rate_limited are then 0)' })),
+})
+
+const Answers = (what: string) => t.Integer({ description: `Validate calls answered ${what} that day` })
+export const ValidationsEntry = t.Object({
+  date: t.String({ description: 'UTC day, YYYY-MM-DD', examples: ['2026-11-22'] }),
+  valid: Answers('valid: true'),
+  not_found: Answers('reason not_found (belongs to no product)'),
+  revoked: Answers('reason revoked'),
+  expired: Answers('reason expired'),
+  activation_limit: Answers('reason activation_limit'),
+  rate_limited: Answers('429 rate_limited (belongs to no product)'),
+})
+export const Validations = t.Array(ValidationsEntry, {
+  description: 'One entry per day, oldest first, zero-filled; counted on each node and written every FLUSH_INTERVAL_MS',
+})
+export type ValidationsEntry = typeof ValidationsEntry.static
+
 export const CountryEntry = t.Object({
   country: t.String({ description: 'ISO 3166-1 alpha-2, upper case', examples: ['DE'] }),
   activations: t.Integer(),

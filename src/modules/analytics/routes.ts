@@ -3,7 +3,7 @@ import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { behindAuth, problems } from '../../http/responses'
 import { allows } from '../../core/scopes'
-import { Geography, Overview, Trend, TrendQuery } from './model'
+import { Geography, Overview, Trend, TrendQuery, Validations, ValidationsQuery } from './model'
 import * as service from './service'
 
 export function analyticsRoutes(deps: Deps) {
@@ -26,6 +26,11 @@ export function analyticsRoutes(deps: Deps) {
           query: TrendQuery,
           response: { 200: Trend, ...problems(404) },
           detail: { summary: 'New activations per UTC day over 7, 30 or 90 days ending today, zero-filled' },
+        })
+        .get('/validations', ({ principal, query }) => service.validations(deps, principal, query), {
+          query: ValidationsQuery,
+          response: { 200: Validations, ...problems(404) },
+          detail: { summary: 'Validate answers by outcome per UTC day over 7, 30 or 90 days ending today, zero-filled' },
         })
         .get('/geography', ({ principal }) => service.geography(deps, principal), {
           response: { 200: Geography },

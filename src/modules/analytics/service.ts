@@ -3,7 +3,7 @@ import { isId } from '../../infra/crypto'
 import { AppError, notFound } from '../../core/errors'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
-import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry } from './model'
+import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry, type ValidationsEntry } from './model'
 import * as repo from './repo'
 
 /** Analytics are for paid plans. The routes check this before query validation; the service again. */
@@ -26,17 +26,37 @@ export async function overview(deps: Deps, who: Principal): Promise<Overview> {
   }
 }
 
+/** The product filter: null for all products; 404 for an unknown id or another account's product. */
+async function productFilter(deps: Deps, who: Principal, productId: string | undefined): Promise<string | null> {
+  if (productId === undefined) return null
+  if (!(isId('prod', productId) && (await repo.productExists(deps.sql, who.accountId, productId)))) {
+    throw notFound('product', productId)
+  }
+  return productId
+}
+
 export async function activationTrend(
   deps: Deps,
   who: Principal,
   query: { range?: Range; product_id?: string },
 ): Promise<TrendEntry[]> {
   requireAnalyticsPlan(who)
-  const productId = query.product_id ?? null
-  if (productId !== null && !(isId('prod', productId) && (await repo.productExists(deps.sql, who.accountId, productId)))) {
-    throw notFound('product', productId)
-  }
+  const productId = await productFilter(deps, who, query.product_id)
   return repo.trend(deps.sql, who.accountId, RANGES[query.range ?? '7d'], productId)
+}
+
+/**
+ * Validate answers by outcome per day (range 30d by default). What Postgres holds: each node adds its
+ * counts every FLUSH_INTERVAL_MS, so the figures trail the answers by up to that interval.
+ */
+export async function validations(
+  deps: Deps,
+  who: Principal,
+  query: { range?: Range; product_id?: string },
+): Promise<ValidationsEntry[]> {
+  requireAnalyticsPlan(who)
+  const productId = await productFilter(deps, who, query.product_id)
+  return repo.validations(deps.sql, who.accountId, RANGES[query.range ?? '30d'], productId)
 }
 
 export async function geography(deps: Deps, who: Principal): Promise<CountryEntry[]> {

@@ -29,6 +29,12 @@ export async function listApiKeys(sql: Sql, accountId: string): Promise<ApiKey[]
   return rows.map(toApiKey)
 }
 
+export async function findApiKey(sql: Sql | Tx, accountId: string, id: string): Promise<ApiKey | null> {
+  const [row] = await sql<Row[]>`select id, name, scope, token_prefix, created_at, last_used_at from api_keys
+    where id = ${id} and account_id = ${accountId}`
+  return row ? toApiKey(row) : null
+}
+
 /** Replaces the token hash; returns the key and the hash that stopped working. */
 export async function rotateApiKey(tx: Tx, accountId: string, id: string, tokenHash: string, tokenPrefix: string) {
   const [old] = await tx<{ token_hash: string }[]>`select token_hash from api_keys

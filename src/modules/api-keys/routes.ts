@@ -5,6 +5,7 @@ import { createOnce } from '../../http/idempotency'
 import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { ApiKey, ApiKeyList, ApiKeyWithToken, CreateApiKeyBody } from './model'
+import { byApiKey } from '../events/outbox'
 import * as service from './service'
 
 export function apiKeyRoutes(deps: Deps) {
@@ -22,7 +23,7 @@ export function apiKeyRoutes(deps: Deps) {
           '/api-keys',
           (ctx) =>
             createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/api-keys', (record) =>
-              service.createApiKey(deps.sql, ctx.principal.accountId, ctx.body, record),
+              service.createApiKey(deps.sql, ctx.principal.accountId, ctx.body, record, byApiKey(ctx.principal)),
               { secretKey: deps.secretKey }, // the stored replay holds the token: sealed at rest
             ),
           {
@@ -37,7 +38,7 @@ export function apiKeyRoutes(deps: Deps) {
         })
         .guard({ params: IdParam(), response: problems(404) }, (byId) =>
           byId
-            .post('/api-keys/:id/rotate', ({ principal, params }) => service.rotateApiKey(deps, principal.accountId, params.id), {
+            .post('/api-keys/:id/rotate', ({ principal, params }) => service.rotateApiKey(deps, principal.accountId, params.id, byApiKey(principal)), {
               // No body is read, but one over the size limit is refused before routing.
               response: { 200: ApiKeyWithToken, ...problems(413) },
               detail: { summary: 'Rotate: a new token; the old one stops working at once' },
@@ -45,7 +46,7 @@ export function apiKeyRoutes(deps: Deps) {
             .delete(
               '/api-keys/:id',
               async ({ principal, params, set }) => {
-                await service.deleteApiKey(deps, principal.accountId, params.id)
+                await service.deleteApiKey(deps, principal.accountId, params.id, byApiKey(principal))
                 set.status = 204
               },
               {

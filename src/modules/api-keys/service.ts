@@ -4,6 +4,7 @@ import type { Sql, Tx } from '../../infra/db'
 import type { RecordCreated } from '../../core/record-created'
 import { AppError, notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from './model'
+import { emit, type Actor } from '../events/outbox'
 import { hashToken } from './principals'
 import * as repo from './repo'
 import type { Scope } from '../../core/scopes'
@@ -20,6 +21,8 @@ export async function createApiKey(
   accountId: string,
   input: { name: string; scope: Scope },
   record?: RecordCreated,
+  /** Given for POST /v1/api-keys (with `record`): the api_key.created event, in the same transaction. */
+  actor?: Actor,
 ): Promise<ApiKeyWithToken> {
   const token = newApiToken()
   const insert = async (db: Sql | Tx) => {
@@ -31,6 +34,7 @@ export async function createApiKey(
       tokenHash: hashToken(token),
       tokenPrefix: tokenPrefix(token),
     })
+    if (actor) await emit(db as Tx, accountId, 'api_key.created', apiKey, actor)
     return { ...apiKey, token }
   }
   return record ? (sql as Sql).begin(async (tx) => record(tx, await insert(tx))) : insert(sql)
@@ -38,10 +42,14 @@ export async function createApiKey(
 
 export const listApiKeys = (deps: Deps, accountId: string) => repo.listApiKeys(deps.sql, accountId)
 
-export async function rotateApiKey(deps: Deps, accountId: string, id: string): Promise<ApiKeyWithToken> {
+export async function rotateApiKey(deps: Deps, accountId: string, id: string, actor: Actor): Promise<ApiKeyWithToken> {
   const token = newApiToken()
   const rotated = isId('ak', id)
-    ? await deps.sql.begin((tx) => repo.rotateApiKey(tx, accountId, id, hashToken(token), tokenPrefix(token)))
+    ? await deps.sql.begin(async (tx) => {
+        const done = await repo.rotateApiKey(tx, accountId, id, hashToken(token), tokenPrefix(token))
+        if (done) await emit(tx, accountId, 'api_key.rotated', done.apiKey, actor)
+        return done
+      })
     : null
   if (!rotated) throw notFound('API key', id)
   await deps.bus.publish({ kind: 'api_key', tokenHash: rotated.oldHash })
@@ -49,8 +57,15 @@ export async function rotateApiKey(deps: Deps, accountId: string, id: string): P
 }
 
 /** Refused (409) for the account's last full_access key: rotate it instead, or create another first. */
-export async function deleteApiKey(deps: Deps, accountId: string, id: string): Promise<void> {
-  const outcome = isId('ak', id) ? await deps.sql.begin((tx) => repo.deleteApiKey(tx, accountId, id)) : null
+export async function deleteApiKey(deps: Deps, accountId: string, id: string, actor: Actor): Promise<void> {
+  const outcome = isId('ak', id)
+    ? await deps.sql.begin(async (tx) => {
+        const before = await repo.findApiKey(tx, accountId, id)
+        const done = await repo.deleteApiKey(tx, accountId, id)
+        if (before && done && done !== 'last_full_access_key') await emit(tx, accountId, 'api_key.deleted', before, actor)
+        return done
+      })
+    : null
   if (!outcome) throw notFound('API key', id)
   if (outcome === 'last_full_access_key') {
     throw new AppError(

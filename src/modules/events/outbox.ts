@@ -2,6 +2,7 @@
 // committed without its event. Delivery (webhooks) reads these rows later.
 import type { Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
+import type { Principal } from '../../core/principal'
 
 export const EVENT_TYPES = [
   'key.created',
@@ -14,8 +15,41 @@ export const EVENT_TYPES = [
   'product.created',
   'account.plan_changed',
   'api_key.created',
+  'product.updated',
+  'product.deleted',
+  'api_key.rotated',
+  'api_key.deleted',
+  'webhook.created',
+  'webhook.updated',
+  'webhook.deleted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
+
+export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system'] as const
+/**
+ * Who made a change: the API key (`ak_` id) that called the API, the operator (ADMIN_TOKEN), a device
+ * (validate, deactivate) or the system (expiry, inactivity release). Only an API key has an id.
+ */
+export interface Actor {
+  type: (typeof ACTOR_TYPES)[number]
+  id: string | null
+}
+export const OPERATOR: Actor = Object.freeze({ type: 'operator', id: null })
+export const DEVICE: Actor = Object.freeze({ type: 'device', id: null })
+export const SYSTEM: Actor = Object.freeze({ type: 'system', id: null })
+/** The API key behind a request. */
+export const byApiKey = (who: Principal): Actor => ({ type: 'api_key', id: who.apiKeyId })
+
+/**
+ * The objects an event is about, for `GET /v1/events?resource_id=`: the object itself (`data.id`), an
+ * activation event's activation and key, and a plan change's account.
+ */
+export function resourceIdsOf(data: unknown): string[] {
+  const d = data as { id?: unknown; key_id?: unknown; account_id?: unknown; activation?: { id?: unknown } } | null
+  if (d === null || typeof d !== 'object') return []
+  const ids = [d.id, d.activation?.id, d.key_id, d.account_id].filter((v): v is string => typeof v === 'string')
+  return [...new Set(ids)]
+}
 
 /** Postgres NOTIFY channel that wakes the webhook delivery workers of every node at commit. */
 export const WEBHOOK_WAKE_CHANNEL = 'keyward_webhooks'
@@ -25,10 +59,11 @@ export const WEBHOOK_WAKE_CHANNEL = 'keyward_webhooks'
  * subscribed to `type` (those existing now). When there is one, `pg_notify` wakes the delivery workers;
  * Postgres sends it only at commit, so a rolled-back change delivers nothing.
  */
-export async function emit(tx: Tx, accountId: string, type: EventType, data: unknown): Promise<string> {
+export async function emit(tx: Tx, accountId: string, type: EventType, data: unknown, actor: Actor): Promise<string> {
   const id = newId('evt')
   await tx`with ev as (
-      insert into events (id, account_id, type, data) values (${id}, ${accountId}, ${type}, ${tx.json(data as never)})
+      insert into events (id, account_id, type, data, actor_type, actor_id, resource_ids)
+      values (${id}, ${accountId}, ${type}, ${tx.json(data as never)}, ${actor.type}, ${actor.id}, ${resourceIdsOf(data)}::text[])
       returning id
     ), fan as (
       insert into webhook_deliveries (webhook_id, event_id, account_id)

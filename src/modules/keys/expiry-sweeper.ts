@@ -6,7 +6,7 @@
 // No invalidation is published: every answer already treats a key past expires_at as expired (the
 // hot state compares expires_at itself), so the flip changes no answer anywhere.
 import type { Sql } from '../../infra/db'
-import { emit } from '../events/outbox'
+import { emit, SYSTEM } from '../events/outbox'
 import { findKeysByIds } from './repo'
 
 const BATCH = 500
@@ -24,7 +24,7 @@ export async function sweepExpiredKeys(sql: Sql, batch = BATCH): Promise<number>
         returning k.id`
       if (flipped.length === 0) return 0
       for (const { accountId, key } of await findKeysByIds(tx, flipped.map((r) => r.id))) {
-        await emit(tx, accountId, 'key.expired', key)
+        await emit(tx, accountId, 'key.expired', key, SYSTEM)
       }
       return flipped.length
     })

@@ -6,7 +6,7 @@ import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
-import { emit } from '../events/outbox'
+import { byApiKey, emit } from '../events/outbox'
 import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody } from './model'
 import * as repo from './repo'
 
@@ -44,7 +44,7 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
       releaseAfterSeconds: input.release_after_seconds ?? null,
       deactivationsAllowed: input.deactivations_allowed ?? null,
     })
-    await emit(tx, who.accountId, 'key.created', key)
+    await emit(tx, who.accountId, 'key.created', key, byApiKey(who))
     const created = { ...key, key_value: keyValue }
     return record ? record(tx, created) : created
   })
@@ -84,7 +84,7 @@ export async function revokeKey(deps: Deps, who: Principal, id: string, reason: 
     const changed = current.status !== 'revoked'
     if (changed) await repo.revokeKey(tx, id, reason)
     const key = (await repo.findKey(tx, who.accountId, id))!
-    if (changed) await emit(tx, who.accountId, 'key.revoked', key)
+    if (changed) await emit(tx, who.accountId, 'key.revoked', key, byApiKey(who))
     return { key, keyHash: current.key_hash, changed }
   })
   if (changed) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
@@ -100,7 +100,7 @@ export async function extendKey(deps: Deps, who: Principal, id: string, expiresA
     if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
     await repo.extendKey(tx, id, expiresAt)
     const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.extended', key)
+    await emit(tx, who.accountId, 'key.extended', key, byApiKey(who))
     return { key, keyHash: current.key_hash }
   })
   await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
@@ -135,7 +135,7 @@ export async function patchKey(deps: Deps, who: Principal, id: string, input: Pa
     if (!changed) return { key: current, keyHash: null }
     await repo.updateSettings(tx, id, next, next.releaseAfterSeconds !== current.release_after_seconds)
     const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.updated', key)
+    await emit(tx, who.accountId, 'key.updated', key, byApiKey(who))
     return { key, keyHash: locked.key_hash }
   })
   // plan and activation_limit are in every node's hot state: drop it everywhere before answering

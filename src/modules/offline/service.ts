@@ -7,6 +7,7 @@ import type { RecordCreated } from '../../core/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
 import { claimSlot, lockKeyForSlot } from '../activations/repo'
+import { byApiKey } from '../events/outbox'
 import type { Principal } from '../../core/principal'
 import { parseLicense, signLicense, verifyLicense, type LicensePayload } from './license'
 import {
@@ -49,7 +50,7 @@ export async function issueLicense(
     if (key.status === 'revoked') throw new AppError('key_revoked', `Key ${keyId} is revoked`)
     if (key.expired) throw new AppError('key_expired', `Key ${keyId} has expired`)
     // Offline devices are not the caller (the vendor's backend is), so no country or app version.
-    const slot = await claimSlot(tx, key, { fingerprint, appVersion: null, country: null })
+    const slot = await claimSlot(tx, key, { fingerprint, appVersion: null, country: null }, byApiKey(who))
     if (slot.kind === 'limit') {
       throw new AppError('activation_limit', `All ${key.activation_limit} activation slots of key ${keyId} are taken`)
     }

@@ -4,7 +4,7 @@ import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
-import { emit } from '../events/outbox'
+import { byApiKey, emit } from '../events/outbox'
 import type { CreateProductBody, Product, UpdateProductBody } from './model'
 import * as repo from './repo'
 
@@ -20,7 +20,7 @@ export async function createProduct(deps: Deps, who: Principal, input: CreatePro
       description: input.description ?? null,
     })
     if (!product) throw new AppError('slug_taken', `The slug ${input.slug} is already used in this account`)
-    await emit(tx, who.accountId, 'product.created', product)
+    await emit(tx, who.accountId, 'product.created', product, byApiKey(who))
     return record ? record(tx, product) : product
   })
 }
@@ -38,8 +38,12 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
     const current = isId('prod', id) ? await repo.lockProduct(tx, who.accountId, id) : null
     if (!current) throw notFound('product', id)
     if (input.slug !== undefined && input.slug !== current.slug) throw invalid('body.slug', 'is immutable')
+    const before = (await repo.findProduct(tx, who.accountId, id))!
     await repo.updateProduct(tx, who.accountId, id, input)
-    return (await repo.findProduct(tx, who.accountId, id))!
+    const product = (await repo.findProduct(tx, who.accountId, id))!
+    // emitted only when a value changed (like key.updated)
+    if (product.name !== before.name || product.description !== before.description) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
+    return product
   })
 }
 
@@ -51,7 +55,10 @@ export async function deleteProduct(deps: Deps, who: Principal, id: string): Pro
     if (await repo.hasActiveKeys(tx, id)) {
       throw new AppError('product_has_active_keys', 'Revoke or let expire every key of this product first')
     }
-    return repo.deleteProduct(tx, id)
+    const product = (await repo.findProduct(tx, who.accountId, id))!
+    const keyHashes = await repo.deleteProduct(tx, id)
+    await emit(tx, who.accountId, 'product.deleted', product, byApiKey(who))
+    return keyHashes
   })
   // The deleted (revoked/expired) keys may sit in hot state; they must answer not_found from now on.
   for (let i = 0; i < keyHashes.length; i += 100) {

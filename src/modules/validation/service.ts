@@ -7,6 +7,8 @@ import { secondsToUtcMidnight } from '../../infra/counters'
 import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
+import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
+import { byApiKey, DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
 import type { Activation } from '../activations/model'
@@ -60,6 +62,8 @@ function countryOf(value: string | null): string | null {
 export class ValidationEngine {
   readonly hot: HotState
   readonly lastSeen: LastSeenWriter
+  /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
+  readonly outcomes: ValidationCounts
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
 
@@ -77,6 +81,18 @@ export class ValidationEngine {
       bus,
     )
     this.lastSeen = new LastSeenWriter(sql)
+    this.outcomes = new ValidationCounts(sql)
+  }
+
+  /** A refusal, counted for the analytics (`productId` NO_PRODUCT when it belongs to none). */
+  private refused(accountId: string, productId: string, reason: Reason, now: number): ValidateAnswer {
+    this.outcomes.record(accountId, productId, OUTCOME[reason], now)
+    return refuse(reason)
+  }
+
+  private limited(accountId: string, limit: number | null, now: number): AppError {
+    this.outcomes.record(accountId, NO_PRODUCT, OUTCOME.rate_limited, now)
+    return rateLimited(limit)
   }
 
   /**
@@ -90,9 +106,9 @@ export class ValidationEngine {
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
     const taken = this.deps.counters.take(who.accountId, limit, now)
     if (taken === true) return this.decide(who, body, headers, now)
-    if (taken === false) throw rateLimited(limit)
+    if (taken === false) throw this.limited(who.accountId, limit, now)
     return taken.then((ok) => {
-      if (!ok) throw rateLimited(limit)
+      if (!ok) throw this.limited(who.accountId, limit, Date.now())
       return this.decide(who, body, headers, Date.now())
     })
   }
@@ -101,7 +117,7 @@ export class ValidationEngine {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
       const canonical = normalizeKeyValue(body.key)
-      if (canonical === null) return refuse('not_found')
+      if (canonical === null) return this.refused(who.accountId, NO_PRODUCT, 'not_found', now)
       hotKey = hashKeyValue(canonical, 'base64')
       this.keyValues.set(body.key, hotKey)
     }
@@ -119,19 +135,21 @@ export class ValidationEngine {
     state: KeyState | null,
     now: number,
   ): ValidateAnswer | Promise<ValidateAnswer> {
-    if (state === null || state.accountId !== who.accountId) return refuse('not_found')
-    if (body.product_id != null && body.product_id !== state.productId) return refuse('not_found')
-    if (state.status === 'revoked') return refuse('revoked')
-    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return refuse('expired')
+    const account = who.accountId
+    if (state === null || state.accountId !== account) return this.refused(account, NO_PRODUCT, 'not_found', now)
+    if (body.product_id != null && body.product_id !== state.productId) return this.refused(account, NO_PRODUCT, 'not_found', now)
+    if (state.status === 'revoked') return this.refused(account, state.productId, 'revoked', now)
+    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return this.refused(account, state.productId, 'expired', now)
 
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
     if (hasDevice(state, fingerprint)) {
       this.lastSeen.record(hotKey, fingerprint, appVersion, now)
+      this.outcomes.record(account, state.productId, OUTCOME.valid, now)
       return valid(state.plan, state.expiresAt, deviceCount(state), state.limit)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
-    if (deviceCount(state) >= state.limit) return refuse('activation_limit')
+    if (deviceCount(state) >= state.limit) return this.refused(account, state.productId, 'activation_limit', now)
     const country = countryOf(headers.get(this.deps.config.countryHeader))
     return this.activate(who, hotKey, state, fingerprint, appVersion, country)
   }
@@ -151,17 +169,19 @@ export class ValidationEngine {
       if (!key) return { kind: 'not_found' as const }
       if (key.status === 'revoked') return { kind: 'revoked' as const }
       if (key.expired) return { kind: 'expired' as const }
-      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country })), key }
+      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country }, DEVICE)), key }
     })
     switch (result.kind) {
       case 'not_found':
+        this.hot.invalidate(hotKey) // memory was behind Postgres
+        return this.refused(who.accountId, NO_PRODUCT, 'not_found', Date.now())
       case 'revoked':
       case 'expired':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return refuse(result.kind)
+        return this.refused(who.accountId, cached.productId, result.kind, Date.now())
       case 'limit':
         if (deviceCount(cached) < cached.limit) this.hot.invalidate(hotKey)
-        return refuse('activation_limit')
+        return this.refused(who.accountId, cached.productId, 'activation_limit', Date.now())
       case 'existing':
         this.hot.addDevice(hotKey, fingerprint)
         this.lastSeen.record(hotKey, fingerprint, appVersion)
@@ -176,6 +196,7 @@ export class ValidationEngine {
         break
     }
     const { key } = result
+    this.outcomes.record(who.accountId, key.product_id, OUTCOME.valid, Date.now())
     return valid(key.plan, key.expires_at ? key.expires_at.getTime() : null, result.activeCount, key.activation_limit)
   }
 
@@ -188,7 +209,7 @@ export class ValidationEngine {
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
       if (!key) return null
-      const released = await releaseSlot(tx, key, { fingerprint }, 'user')
+      const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE)
       return { deactivated: released !== null, used: await countActive(tx, key.id), limit: key.activation_limit }
     })
     if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
@@ -203,7 +224,7 @@ export class ValidationEngine {
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
       if (!key) throw notFound('key', keyId)
-      const released = await releaseSlot(tx, key, { activationId }, 'admin')
+      const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who))
       if (released) return { activation: released, keyHash: key.key_hash }
       const activation = await findActivation(tx, keyId, activationId)
       if (!activation) throw notFound('activation', activationId)

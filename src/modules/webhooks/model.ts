@@ -2,7 +2,7 @@ import type { TSchema } from '@sinclair/typebox'
 import { OneOf, t, Timestamp } from '../../http/schema'
 import { PlanName } from '../accounts/model'
 import { ApiKey } from '../api-keys/model'
-import { EVENT_TYPES, type EventType } from '../events/outbox'
+import { ACTOR_TYPES, EVENT_TYPES, type EventType } from '../events/outbox'
 import { Activation } from '../activations/model'
 import { Key } from '../keys/model'
 import { Product } from '../products/model'
@@ -62,7 +62,7 @@ export type UpdateWebhookBody = typeof UpdateWebhookBody.static
 
 export const TestResult = t.Object({ delivery: DeliveryAttempt })
 
-// What a receiver gets: one POST per event, body `{id, type, timestamp, data}` (Standard Webhooks).
+// What a receiver gets: one POST per event, body `{id, type, timestamp, actor, data}` (Standard Webhooks).
 // Documented as the OpenAPI document's `webhooks`, one entry per event type.
 const ActivationEvent = t.Object({ activation: Activation, key_id: t.String(), product_id: t.String() })
 const PlanChanged = t.Object({ account_id: t.String(), previous_plan: PlanName, plan: PlanName })
@@ -78,13 +78,29 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'product.created': Product,
   'account.plan_changed': PlanChanged,
   'api_key.created': ApiKey,
+  'product.updated': Product,
+  'product.deleted': t.Composite([Product], { description: 'The product as it was when deleted' }),
+  'api_key.rotated': t.Composite([ApiKey], { description: 'The API key with its new token_prefix (never the token)' }),
+  'api_key.deleted': t.Composite([ApiKey], { description: 'The API key as it was when deleted' }),
+  'webhook.created': t.Composite([Webhook], { description: 'The webhook (never its secret)' }),
+  'webhook.updated': t.Composite([Webhook], { description: 'The webhook after the change (never its secret)' }),
+  'webhook.deleted': t.Composite([Webhook], { description: 'The webhook as it was when deleted (never its secret)' }),
 }
+
+export const Actor = t.Object(
+  {
+    type: OneOf(ACTOR_TYPES),
+    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key; null for the others' }),
+  },
+  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate) or the system (expiry, inactivity release)' },
+)
 
 export const eventBody = (type: EventType) =>
   t.Object({
     id: t.String({ description: 'The event id (evt_…), also sent as webhook-id: the same on every retry', examples: ['evt_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
     type: t.Literal(type),
     timestamp: Timestamp,
+    actor: Actor,
     data: EVENT_DATA[type],
   })
 

@@ -26,6 +26,8 @@ type ClaimRow = {
   event_id: string
   type: string
   data: unknown
+  actor_type: string
+  actor_id: string | null
   created_at: Date
 }
 
@@ -39,7 +41,7 @@ type ClaimRow = {
 export async function claimDue(sql: Sql, secretKey: Uint8Array, limit: number, leaseMs: number): Promise<Job[]> {
   return sql.begin(async (tx) => {
     const rows = await tx<ClaimRow[]>`select d.id, d.attempts, d.webhook_id, w.url, w.secret_sealed, w.is_active,
-        e.id as event_id, e.type, e.data, e.created_at
+        e.id as event_id, e.type, e.data, e.actor_type, e.actor_id, e.created_at
       from webhook_deliveries d
       join webhooks w on w.id = d.webhook_id
       join events e on e.id = d.event_id
@@ -75,7 +77,7 @@ export async function claimDue(sql: Sql, secretKey: Uint8Array, limit: number, l
         url: r.url,
         eventType: r.type,
         attempts: r.attempts,
-        message: signEvent(secret, { id: r.event_id, type: r.type, createdAt: r.created_at, data: r.data }, now),
+        message: signEvent(secret, { id: r.event_id, type: r.type, createdAt: r.created_at, actor: { type: r.actor_type, id: r.actor_id }, data: r.data }, now),
       })
     }
     return jobs

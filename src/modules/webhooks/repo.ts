@@ -83,12 +83,14 @@ export async function cancelPending(tx: Tx, webhookId: string): Promise<void> {
  * delivery rows go first, so a claim signing some of them right now is waited for (queue.claimDue);
  * rows an event adds meanwhile go with the webhook row (cascade).
  */
-export async function deleteWebhook(sql: Sql, accountId: string, id: string): Promise<boolean> {
+/** `deleted` runs in the delete's transaction with the webhook as it was (its event). */
+export async function deleteWebhook(sql: Sql, accountId: string, id: string, deleted?: (tx: Tx, webhook: Webhook) => Promise<unknown>): Promise<boolean> {
   return sql.begin(async (tx) => {
     await tx`delete from webhook_deliveries where id in (select id from webhook_deliveries
       where webhook_id = ${id} and account_id = ${accountId} order by id for update)`
-    const rows = await tx`delete from webhooks where id = ${id} and account_id = ${accountId} returning id`
-    return rows.length > 0
+    const [row] = await tx<Row[]>`delete from webhooks where id = ${id} and account_id = ${accountId} returning ${columns(tx)}`
+    if (row && deleted) await deleted(tx, toWebhook(row))
+    return !!row
   })
 }
 

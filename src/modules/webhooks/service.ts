@@ -4,7 +4,7 @@ import { isId, newId, open, seal } from '../../infra/crypto'
 import { invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
-import type { EventType } from '../events/outbox'
+import { byApiKey, emit, type EventType } from '../events/outbox'
 import type { CreateWebhookBody, DeliveryAttempt, UpdateWebhookBody, Webhook, WebhookWithSecret } from './model'
 import * as repo from './repo'
 import { send } from './sender'
@@ -42,6 +42,7 @@ export async function createWebhook(
       events: unique(input.events),
       secretSealed,
     })
+    await emit(tx, who.accountId, 'webhook.created', webhook, byApiKey(who)) // the webhook without its secret
     const created = { ...webhook, secret_sealed: secretSealed }
     return record ? record(tx, created) : created
   })
@@ -69,20 +70,28 @@ export async function updateWebhook(deps: Deps, who: Principal, id: string, inpu
   if (!isId('wh', id)) throw notFound('webhook', id)
   if (input.url !== undefined) await checkUrl(deps, input.url)
   const result = await deps.sql.begin(async (tx) => {
+    const before = await repo.findWebhook(tx, who.accountId, id)
     const updated = await repo.updateWebhook(tx, who.accountId, id, {
       url: input.url,
       events: input.events && unique(input.events),
       isActive: input.is_active,
     })
     if (updated && updated.wasActive && !updated.webhook.is_active) await repo.cancelPending(tx, id)
+    if (updated && before && changedWebhook(before, updated.webhook)) await emit(tx, who.accountId, 'webhook.updated', updated.webhook, byApiKey(who))
     return updated
   })
   if (!result) throw notFound('webhook', id)
   return result.webhook
 }
 
+/** webhook.updated is emitted only when a value changed (like key.updated). */
+const changedWebhook = (a: Webhook, b: Webhook) =>
+  a.url !== b.url || a.is_active !== b.is_active || a.events.length !== b.events.length || a.events.some((e, i) => e !== b.events[i])
+
 export async function deleteWebhook(deps: Deps, who: Principal, id: string): Promise<void> {
-  if (!isId('wh', id) || !(await repo.deleteWebhook(deps.sql, who.accountId, id))) throw notFound('webhook', id)
+  const deleted = isId('wh', id) &&
+    (await repo.deleteWebhook(deps.sql, who.accountId, id, (tx, webhook) => emit(tx, who.accountId, 'webhook.deleted', webhook, byApiKey(who))))
+  if (!deleted) throw notFound('webhook', id)
 }
 
 /** Sample `key.created` data: the shape of a real key object, with obviously fake values. */
@@ -117,6 +126,7 @@ export async function testWebhook(deps: Deps, who: Principal, id: string): Promi
     id: eventId,
     type: 'key.created',
     createdAt: new Date(),
+    actor: byApiKey(who),
     data: sampleKey(),
   })
   const outcome = await send(found.url, message, {

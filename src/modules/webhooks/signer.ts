@@ -21,10 +21,10 @@ export interface SignedMessage {
 
 export function signEvent(
   secret: string,
-  event: { id: string; type: string; createdAt: Date; data: unknown },
+  event: { id: string; type: string; createdAt: Date; actor: { type: string; id: string | null }; data: unknown },
   now = Date.now(),
 ): SignedMessage {
-  const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.createdAt.toISOString(), data: event.data })
+  const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.createdAt.toISOString(), actor: event.actor, data: event.data })
   const timestamp = String(Math.floor(now / 1000))
   const mac = createHmac('sha256', secretBytes(secret)).update(`${event.id}.${timestamp}.${body}`).digest('base64')
   return {

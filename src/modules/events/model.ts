@@ -1,0 +1,32 @@
+import { Instant, q, t, Timestamp } from '../../http/schema'
+import { Actor } from '../webhooks/model'
+import { EVENT_TYPES } from './outbox'
+
+export const ListEventsQuery = q.Object({
+  type: q.Optional(q.Union(EVENT_TYPES.map((type) => q.Literal(type)), { description: 'Only events of this type' })),
+  resource_id: q.Optional(
+    q.String({ maxLength: 64, description: 'Only events about this key, product, activation, webhook or API key (an activation\'s events also match its key)' }),
+  ),
+  since: q.Optional(Instant('Only events created at or after this instant')),
+  // Bounded so page * page_size always fits the database's OFFSET.
+  page: q.Optional(q.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
+  page_size: q.Optional(q.Integer({ minimum: 1, maximum: 100, default: 20 })),
+})
+export type ListEventsQuery = typeof ListEventsQuery.static
+
+export const AuditEvent = t.Object({
+  id: t.String({ examples: ['evt_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
+  type: t.String({ description: 'An event type (see the webhooks of this document for each type\'s data)' }),
+  created_at: Timestamp,
+  actor: Actor,
+  data: t.Unknown({ description: "The event's data, as delivered to webhooks" }),
+})
+export type AuditEvent = typeof AuditEvent.static
+
+export const EventPage = t.Object({
+  data: t.Array(AuditEvent, { description: 'Newest first' }),
+  page: t.Integer(),
+  page_size: t.Integer(),
+  total: t.Integer(),
+  has_more: t.Boolean(),
+})
