@@ -7,9 +7,10 @@ import { activationRows, fingerprint, setup, validate } from './support'
 setDefaultTimeout(60_000)
 const h = useHarness()
 
-const storedNames = async (keyId: string) =>
-  h.node.deps.sql<{ device_fingerprint: string; device_name: string | null }[]>`select device_fingerprint, device_name
-    from activations where key_id = ${keyId} and status = 'active' order by activated_at, id`
+const storedNames = async (keyId: string): Promise<{ device_fingerprint: string; device_name: string | null }[]> => [
+  ...(await h.node.deps.sql<{ device_fingerprint: string; device_name: string | null }[]>`select device_fingerprint, device_name
+    from activations where key_id = ${keyId} and status = 'active' order by activated_at, id`),
+]
 
 const devices = (token: string, body: Record<string, unknown>) => h.call('POST', '/v1/devices', { token, body })
 
