@@ -12,6 +12,7 @@ export const ERROR_CODES = [
   'key_revoked',
   'key_expired',
   'activation_limit',
+  'deactivation_limit',
   'idempotency_key_reused',
   'payload_too_large',
   'product_has_active_keys',

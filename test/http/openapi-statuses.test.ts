@@ -39,7 +39,7 @@ const concrete = (path: string) => path.replace(/\{[^}]+\}/g, 'nope_01JD7Z3X9K8Q
 const withBody = (method: string) => method === 'POST' || method === 'PUT' || method === 'PATCH'
 const ownerOf = (path: string) => (path.startsWith('/admin/') ? ADMIN_TOKEN : full)
 /** A token that authenticates but whose scope the operation refuses (validate routes take keys:read). */
-const wrongScope = (path: string) => (path === '/v1/validate' || path === '/v1/deactivate' ? keysRead : validateOnly)
+const wrongScope = (path: string) => (path === '/v1/validate' || path === '/v1/deactivate' || path === '/v1/devices' ? keysRead : validateOnly)
 
 /** Bodies that pass each operation's schema, so an unknown id reaches the handler (404, not 400). */
 const VALID_BODY: Record<string, unknown> = {
@@ -52,6 +52,7 @@ const VALID_BODY: Record<string, unknown> = {
   'POST /v1/webhooks': { url: 'https://example.com/hook', events: ['key.created'] },
   'POST /v1/validate': { key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012', device_fingerprint: 'a'.repeat(64) },
   'POST /v1/deactivate': { key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012', device_fingerprint: 'a'.repeat(64) },
+  'POST /v1/devices': { key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012' },
   'POST /v1/offline-licenses/sync': { licenses: ['not a license'] },
 }
 

@@ -25,6 +25,7 @@ export const MATRIX: Row[] = [
 
   { method: 'POST', path: () => '/v1/validate', needs: 'validate', body: {} },
   { method: 'POST', path: () => '/v1/deactivate', needs: 'validate', body: {} },
+  { method: 'POST', path: () => '/v1/devices', needs: 'validate', body: {} },
 
   { method: 'GET', path: () => '/v1/keys', needs: 'keys:read' },
   { method: 'GET', path: () => `/v1/keys/${ghostId('key')}`, needs: 'keys:read' },

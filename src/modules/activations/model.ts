@@ -3,12 +3,15 @@ import { NullableTimestamp, t, Timestamp } from '../../http/schema'
 export const Activation = t.Object({
   id: t.String(),
   device_fingerprint: t.String(),
+  device_name: t.Union([t.String(), t.Null()], { description: "The holder's label for the device, sent on validate" }),
   app_version: t.Union([t.String(), t.Null()]),
   country: t.Union([t.String(), t.Null()]),
   status: t.Union([t.Literal('active'), t.Literal('deactivated')]),
   activated_at: Timestamp,
   last_validated_at: NullableTimestamp,
   deactivated_at: NullableTimestamp,
-  deactivation_reason: t.Union([t.String(), t.Null()]),
+  deactivation_reason: t.Union([t.String(), t.Null()], {
+    description: 'user (POST /v1/deactivate), admin (DELETE .../activations/:id) or inactive (idle past release_after_seconds)',
+  }),
 })
 export type Activation = typeof Activation.static

@@ -10,6 +10,7 @@ import type { Activation } from './model'
 type ActivationRow = {
   id: string
   device_fingerprint: string
+  device_name: string | null
   app_version: string | null
   country: string | null
   status: 'active' | 'deactivated'
@@ -22,6 +23,7 @@ type ActivationRow = {
 const toActivation = (r: ActivationRow): Activation => ({
   id: r.id,
   device_fingerprint: r.device_fingerprint,
+  device_name: r.device_name,
   app_version: r.app_version,
   country: r.country,
   status: r.status,
@@ -31,7 +33,7 @@ const toActivation = (r: ActivationRow): Activation => ({
   deactivation_reason: r.deactivation_reason,
 })
 
-const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, app_version, country, status,
+const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, device_name, app_version, country, status,
   activated_at, last_validated_at, deactivated_at, deactivation_reason`
 
 /** A key's activations, oldest first (every status). */
@@ -60,13 +62,16 @@ export interface SlotKey {
   plan: string | null
   key_hash: string
   release_after_seconds: number | null
+  /** holder releases allowed over the key's life (null = no cap), and made so far */
+  deactivations_allowed: number | null
+  deactivations_used: number
 }
 
 /** Locks the key row for a slot decision. null when the key is not in this account. */
 export async function lockKeyForSlot(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
   const cond = 'id' in where ? tx`id = ${where.id}` : tx`key_hash = ${where.keyHash}`
   const [row] = await tx<SlotKey[]>`select id, account_id, product_id, status, activation_limit, expires_at, plan, key_hash, release_after_seconds,
-      (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
+      deactivations_allowed, deactivations_used, (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
     from license_keys where ${cond} and account_id = ${accountId} for update`
   return row ?? null
 }
@@ -83,7 +88,7 @@ export type SlotResult =
 export async function claimSlot(
   tx: Tx,
   key: SlotKey,
-  device: { fingerprint: string; appVersion: string | null; country: string | null },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
   actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
@@ -95,10 +100,10 @@ export async function claimSlot(
   }
   if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
-  const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, app_version, country, last_validated_at,
-      release_after_seconds)
-    values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.appVersion},
-            ${device.country}, now(), ${key.release_after_seconds})
+  const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
+      app_version, country, last_validated_at, release_after_seconds)
+    values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
+            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)
@@ -154,6 +159,30 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
     rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id }, SYSTEM)),
   )
   return { released: rows.length, keys: [...keys.values()] }
+}
+
+/** A key's active activations, oldest first. */
+export async function listActive(sql: Sql | Tx, keyId: string): Promise<Activation[]> {
+  const rows = await sql<ActivationRow[]>`select ${activationColumns(sql)} from activations
+    where key_id = ${keyId} and status = 'active' order by activated_at, id`
+  return rows.map(toActivation)
+}
+
+/** Whether `fingerprint` holds an active activation of the key. */
+export async function isActiveDevice(sql: Sql | Tx, keyId: string, fingerprint: string): Promise<boolean> {
+  const rows = await sql`select 1 from activations where key_id = ${keyId} and device_fingerprint = ${fingerprint} and status = 'active'`
+  return rows.length > 0
+}
+
+/** Whether the locked key's holder may release one more device (`deactivations_allowed`). */
+export const mayReleaseAsUser = (key: SlotKey) => key.deactivations_allowed === null || key.deactivations_used < key.deactivations_allowed
+
+/**
+ * Counts one holder release against the locked key, in the release's transaction: with the row lock
+ * held from the cap check to this write, N parallel releases at the cap release exactly the allowed number.
+ */
+export async function countUserRelease(tx: Tx, keyId: string): Promise<void> {
+  await tx`update license_keys set deactivations_used = deactivations_used + 1 where id = ${keyId}`
 }
 
 export async function countActive(sql: Sql | Tx, keyId: string): Promise<number> {

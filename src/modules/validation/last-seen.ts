@@ -1,4 +1,5 @@
-// Repeat validations of a known device update last_validated_at and app_version off the request path:
+// Repeat validations of a known device update last_validated_at, app_version and device_name off the
+// request path:
 // the request records into a map (one entry per key and device, newest wins), a background job
 // writes the map in batches, and shutdown writes what is left. A failed write (Postgres down) keeps
 // the entries for the next flush instead of losing them.
@@ -26,19 +27,42 @@ export class LastSeenWriter {
     return this.count
   }
 
-  /** `hotKey`: the key's hot-state key (base64 digest); converted to key_hash only when written. */
-  record(hotKey: string, fingerprint: string, appVersion: string | null, at = Date.now()) {
+  /**
+   * `hotKey`: the key's hot-state key (base64 digest); converted to key_hash only when written.
+   * `deviceName`: undefined when the call sent none (the stored name is kept). The hot state does not
+   * hold names (it stays compact), so a name is not compared with the stored one here: the newest one
+   * sent rides along with the batched write (setting an unchanged name changes nothing).
+   */
+  record(hotKey: string, fingerprint: string, appVersion: string | null, at = Date.now(), deviceName?: string) {
     let devices = this.pending.get(hotKey)
     const seen = devices?.get(fingerprint)
     if (seen) {
       seen.at = at
       if (appVersion !== null) seen.appVersion = appVersion
+      if (deviceName !== undefined) seen.deviceName = deviceName
       return
     }
     if (this.count >= MAX_PENDING) this.dropOldest()
     if (!devices) this.pending.set(hotKey, (devices = new Map()))
-    devices.set(fingerprint, { hotKey, fingerprint, at, appVersion })
+    devices.set(fingerprint, { hotKey, fingerprint, at, appVersion, deviceName: deviceName ?? null })
     this.count++
+  }
+
+  /** The update waiting for one device, if any (the devices list shows it before it is written). */
+  pendingFor(hotKey: string, fingerprint: string): Readonly<Seen> | undefined {
+    return this.pending.get(hotKey)?.get(fingerprint)
+  }
+
+  /**
+   * Drops the update waiting for a device that has just taken a new activation: it was recorded for
+   * the device's previous activation, and its app version and name must not overwrite the new ones.
+   */
+  forget(hotKey: string, fingerprint: string) {
+    const devices = this.pending.get(hotKey)
+    if (devices?.delete(fingerprint)) {
+      this.count--
+      if (devices.size === 0) this.pending.delete(hotKey)
+    }
   }
 
   private dropOldest() {
@@ -76,6 +100,7 @@ export class LastSeenWriter {
       const newer = devices?.get(s.fingerprint)
       if (newer) {
         if (newer.appVersion === null) newer.appVersion = s.appVersion
+        if (newer.deviceName === null) newer.deviceName = s.deviceName
         continue
       }
       if (!devices) this.pending.set(s.hotKey, (devices = new Map()))

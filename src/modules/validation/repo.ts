@@ -29,17 +29,37 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
   }
 }
 
+export interface HolderKey {
+  id: string
+  product_id: string
+  /** effective: a key past expires_at is expired even before the sweeper ran */
+  status: KeyStatus
+  activation_limit: number
+  deactivations_allowed: number | null
+  deactivations_used: number
+}
+
+/** The key a holder asks about (POST /v1/devices); null when this account has no key with this hash. */
+export async function findHolderKey(sql: Sql, accountId: string, keyHash: string): Promise<HolderKey | null> {
+  const [row] = await sql<HolderKey[]>`select id, product_id, activation_limit, deactivations_allowed, deactivations_used,
+      case when status = 'active' and expires_at <= now() then 'expired' else status end as status
+    from license_keys where key_hash = ${keyHash} and account_id = ${accountId}`
+  return row ?? null
+}
+
 export interface Seen {
   /** the key's hot-state key: its key_hash digest in base64 */
   hotKey: string
   fingerprint: string
   at: number
   appVersion: string | null
+  /** the newest name sent, null when no call of the batch sent one */
+  deviceName: string | null
 }
 
 /**
- * Applies a batch of repeat validations: last_validated_at moves forward only, app_version changes
- * only when the call sent one. A device deactivated meanwhile is skipped (status = 'active').
+ * Applies a batch of repeat validations: last_validated_at moves forward only, app_version and
+ * device_name change only when a call sent one. A device deactivated meanwhile is skipped (status = 'active').
  */
 export async function touchActivations(sql: Sql, batch: Seen[]): Promise<void> {
   if (batch.length === 0) return
@@ -47,10 +67,13 @@ export async function touchActivations(sql: Sql, batch: Seen[]): Promise<void> {
   const fps = batch.map((s) => s.fingerprint)
   const ats = batch.map((s) => new Date(s.at).toISOString())
   const versions = batch.map((s) => s.appVersion)
+  const names = batch.map((s) => s.deviceName)
   await sql`update activations a
-    set last_validated_at = greatest(a.last_validated_at, v.at), app_version = coalesce(v.app_version, a.app_version)
+    set last_validated_at = greatest(a.last_validated_at, v.at), app_version = coalesce(v.app_version, a.app_version),
+        device_name = coalesce(v.device_name, a.device_name)
     from (select unnest(${hashes}::text[]) as h, unnest(${fps}::text[]) as fp,
-                 unnest(${ats}::timestamptz[]) as at, unnest(${versions}::text[]) as app_version) v
+                 unnest(${ats}::timestamptz[]) as at, unnest(${versions}::text[]) as app_version,
+                 unnest(${names}::text[]) as device_name) v
       join license_keys k on k.key_hash = v.h
     where a.key_id = k.id and a.device_fingerprint = v.fp and a.status = 'active'`
 }

@@ -4,7 +4,8 @@ import { authPlugin } from '../../http/auth'
 import { behindAuth, problems, withBody } from '../../http/responses'
 import { Activation } from '../activations/model'
 import { fastValidate } from './fast-path'
-import { ActivationParams, DeactivateAnswer, DeactivateBody, ValidateAnswer, ValidateBody } from './model'
+import { listDevices } from './devices'
+import { ActivationParams, DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, ValidateAnswer, ValidateBody } from './model'
 import type { ValidationEngine } from './service'
 
 export function validationRoutes(deps: Deps, engine: ValidationEngine) {
@@ -28,10 +29,26 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
       .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
         auth: 'validate',
         body: DeactivateBody,
-        response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody() },
+        response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody(), ...problems(409) },
         detail: {
           tags: ['Validation'],
-          summary: "Release this device's slot (reason user; emits activation.deactivated)",
+          summary: "Release a device's slot (reason user; emits activation.deactivated)",
+          description:
+            'Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the ' +
+            "key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no " +
+            'slot answers 200 deactivated: false, cap reached or not.',
+        },
+      })
+      .post('/v1/devices', ({ principal, body }) => listDevices(deps, engine.lastSeen, principal, body), {
+        auth: 'validate',
+        body: DevicesBody,
+        response: { 200: DevicesAnswer, ...behindAuth(), ...withBody(), ...problems(404) },
+        detail: {
+          tags: ['Validation'],
+          summary: "The key's active devices, oldest first, for its holder (a manage-devices screen)",
+          description:
+            'An unknown key of this account, or a product_id that is not the key\'s, is 404. Not counted toward the daily validate limit. ' +
+            "A name, app version or validation time sent to another node shows once that node's batched write has run (FLUSH_INTERVAL_MS).",
         },
       })
       .delete(

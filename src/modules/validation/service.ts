@@ -12,7 +12,16 @@ import { byApiKey, DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
 import type { Activation } from '../activations/model'
-import { claimSlot, countActive, findActivation, lockKeyForSlot, releaseSlot } from '../activations/repo'
+import {
+  claimSlot,
+  countActive,
+  countUserRelease,
+  findActivation,
+  isActiveDevice,
+  lockKeyForSlot,
+  mayReleaseAsUser,
+  releaseSlot,
+} from '../activations/repo'
 import { deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyState } from './hot-state'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
@@ -144,14 +153,14 @@ export class ValidationEngine {
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
     if (hasDevice(state, fingerprint)) {
-      this.lastSeen.record(hotKey, fingerprint, appVersion, now)
+      this.lastSeen.record(hotKey, fingerprint, appVersion, now, body.device_name)
       this.outcomes.record(account, state.productId, OUTCOME.valid, now)
       return valid(state.plan, state.expiresAt, deviceCount(state), state.limit)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
     if (deviceCount(state) >= state.limit) return this.refused(account, state.productId, 'activation_limit', now)
     const country = countryOf(headers.get(this.deps.config.countryHeader))
-    return this.activate(who, hotKey, state, fingerprint, appVersion, country)
+    return this.activate(who, hotKey, state, { fingerprint, appVersion, country, name: body.device_name ?? null })
   }
 
   /** A device new to this node: the slot decision in Postgres, under the key row lock. */
@@ -159,17 +168,16 @@ export class ValidationEngine {
     who: Principal,
     hotKey: string,
     cached: KeyState,
-    fingerprint: string,
-    appVersion: string | null,
-    country: string | null,
+    device: { fingerprint: string; appVersion: string | null; country: string | null; name: string | null },
   ): Promise<ValidateAnswer> {
+    const { fingerprint, appVersion } = device
     const keyHash = keyHashOf(hotKey)
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
       if (!key) return { kind: 'not_found' as const }
       if (key.status === 'revoked') return { kind: 'revoked' as const }
       if (key.expired) return { kind: 'expired' as const }
-      return { ...(await claimSlot(tx, key, { fingerprint, appVersion, country }, DEVICE)), key }
+      return { ...(await claimSlot(tx, key, device, DEVICE)), key }
     })
     switch (result.kind) {
       case 'not_found':
@@ -184,10 +192,11 @@ export class ValidationEngine {
         return this.refused(who.accountId, cached.productId, 'activation_limit', Date.now())
       case 'existing':
         this.hot.addDevice(hotKey, fingerprint)
-        this.lastSeen.record(hotKey, fingerprint, appVersion)
+        this.lastSeen.record(hotKey, fingerprint, appVersion, Date.now(), device.name ?? undefined)
         break
       case 'created':
         this.hot.addDevice(hotKey, fingerprint)
+        this.lastSeen.forget(hotKey, fingerprint) // an update left from the device's previous activation
         // Other nodes learn the device without reading it back. The activation is committed either
         // way, so a failed broadcast is logged, not turned into an error answer.
         await this.deps.bus
@@ -200,7 +209,11 @@ export class ValidationEngine {
     return valid(key.plan, key.expires_at ? key.expires_at.getTime() : null, result.activeCount, key.activation_limit)
   }
 
-  /** POST /v1/deactivate: the device gives its slot back (reason `user`). */
+  /**
+   * POST /v1/deactivate: the key's holder releases one of its devices (reason `user`), counted against
+   * `deactivations_allowed` under the key row lock: past the cap a release that would happen is 409
+   * `deactivation_limit` and nothing changes; a device holding no slot is `deactivated: false` either way.
+   */
   async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
     const canonical = normalizeKeyValue(body.key)
     if (canonical === null) return { deactivated: false, activations_used: 0, activation_limit: 0 }
@@ -209,7 +222,11 @@ export class ValidationEngine {
     const result = await this.deps.sql.begin(async (tx) => {
       const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
       if (!key) return null
+      if (!mayReleaseAsUser(key) && (await isActiveDevice(tx, key.id, fingerprint))) {
+        throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
+      }
       const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE)
+      if (released) await countUserRelease(tx, key.id)
       return { deactivated: released !== null, used: await countActive(tx, key.id), limit: key.activation_limit }
     })
     if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
