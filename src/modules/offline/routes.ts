@@ -6,10 +6,9 @@ import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses
 import { IdParam } from '../../http/schema'
 import { IssuedLicense, IssueLicenseBody, PublicKey, SyncBody, SyncResponse } from './model'
 import * as service from './service'
-import { Signers } from './signing-keys'
+import type { Signers } from './signing-keys'
 
-export function offlineRoutes(deps: Deps) {
-  const signers = new Signers(deps.sql, deps.secretKey)
+export function offlineRoutes(deps: Deps, signers: Signers) {
   return new Elysia({ name: 'keyward.offline', prefix: '/v1', detail: { tags: ['Offline licenses'] } })
     .use(authPlugin(deps.principals))
     .get('/offline/public-key', ({ principal }) => service.publicKey(signers, principal.accountId), {

@@ -1,6 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
+import type { AnswerKeys } from '../../http/client-answers'
 import { behindAuth, problems, withBody } from '../../http/responses'
 import { Activation } from '../activations/model'
 import { fastValidate } from './fast-path'
@@ -51,6 +52,6 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
 }
 
 /** Bun.serve routes that bypass the framework for the hot route (mounted by createApp). */
-export function validationServeRoutes(deps: Deps, engine: ValidationEngine) {
-  return { '/v1/validate': { POST: fastValidate(deps, engine) } }
+export function validationServeRoutes(deps: Deps, engine: ValidationEngine, keys: AnswerKeys) {
+  return { '/v1/validate': { POST: fastValidate(deps, engine, keys) } }
 }
