@@ -76,7 +76,7 @@ test.skipIf(!present)('a page on another origin validates with a nonce, reads th
       }
       const auth = { authorization: `Bearer ${token}` }
       return {
-        origin: location.origin,
+        origin: (globalThis as unknown as { location: { origin: string } }).location.origin,
         validate: await call(`${api}/v1/validate`, {
           method: 'POST',
           headers: { ...auth, 'content-type': 'application/json', 'keyward-nonce': nonce },

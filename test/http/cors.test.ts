@@ -37,10 +37,11 @@ describe('preflight', () => {
   for (const [path, method] of CLIENT_ROUTES) {
     test(`OPTIONS ${path} → 204 with the route's methods, before any authentication`, async () => {
       for (const variant of [path, `${path}/`]) {
-        for (const headers of [
+        const asked: Record<string, string>[] = [
           { origin: ORIGIN, 'access-control-request-method': method, 'access-control-request-headers': 'authorization, content-type, keyward-nonce' },
           {},
-        ]) {
+        ]
+        for (const headers of asked) {
           const res = await send('OPTIONS', variant, headers)
           expect([variant, res.status]).toEqual([variant, 204])
           expect(corsOf(res)).toEqual({
@@ -74,7 +75,7 @@ describe('every answer of a client route', () => {
         [400, { ...auth(), 'keyward-nonce': 'short' }, body()],
       ]
       for (const [status, headers, payload] of cases) {
-        for (const origin of [{ origin: ORIGIN }, {}]) {
+        for (const origin of [{ origin: ORIGIN }, {}] as Record<string, string>[]) {
           const res = await send('POST', path, { ...headers, ...origin }, payload)
           expect([path, status, res.status]).toEqual([path, status, status])
           expect([path, status, corsOf(res)]).toEqual([
@@ -94,7 +95,7 @@ describe('every answer of a client route', () => {
       expect(res.status).toBe(status)
       expect(corsOf(res)).toEqual({ 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED })
     }
-    for (const headers of [{ authorization: `Bearer ${token}`, 'content-type': 'application/json' }, {}]) {
+    for (const headers of [{ authorization: `Bearer ${token}`, 'content-type': 'application/json' }, {}] as Record<string, string>[]) {
       const res = await send('POST', '/v1/devices', headers, JSON.stringify({ key: keyValue }))
       expect(corsOf(res)).toEqual({ 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED })
     }

@@ -15,7 +15,10 @@ export function offlineRoutes(deps: Deps, signers: Signers) {
       auth: 'any',
       // Any scope passes, so no 403.
       response: { 200: PublicKey, ...problems(400, 401, 503) },
-      detail: { summary: "The account's Ed25519 public key, to verify offline licenses" },
+      detail: {
+        summary: "The account's Ed25519 public key, to verify offline licenses and signed answers",
+        description: 'The key (same kid) of offline licenses and of Keyward-Signature on signed answers. CORS: callable from any origin.',
+      },
     })
     .guard({ auth: 'offline:write', response: { ...behindAuth(), ...withBody() } }, (offline) =>
       offline

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import type { AnswerKeys } from '../../http/client-answers'
-import { behindAuth, problems, withBody } from '../../http/responses'
+import { behindAuth, problems, SIGNED, withBody } from '../../http/responses'
 import { Activation } from '../activations/model'
 import { fastValidate } from './fast-path'
 import { ActivationParams, DeactivateAnswer, DeactivateBody, ValidateAnswer, ValidateBody } from './model'
@@ -23,7 +23,9 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
           description:
             'Decision, first match wins: not_found, revoked, expired, known device (valid), free slot (new activation, valid), ' +
-            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable).',
+            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). ' +
+            'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
+          ...SIGNED,
         },
       })
       .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
@@ -33,6 +35,8 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
         detail: {
           tags: ['Validation'],
           summary: "Release this device's slot (reason user; emits activation.deactivated)",
+          description: 'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
+          ...SIGNED,
         },
       })
       .delete(
