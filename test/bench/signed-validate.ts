@@ -1,11 +1,10 @@
 // `bun test/bench/signed-validate.ts`: throughput of signed POST /v1/validate (Keyward-Nonce → one
 // Ed25519 signature per answer, API-2 §4) against unsigned validate, on the same node process, in the
 // same run: interleaved rounds, medians, and the median of the per-round ratios (target >= 0.6x).
-// Also the in-process CPU per call of both (the fast-path handler called on prebuilt Requests), which
-// the shared VM's noise disturbs less than req/s. Prints figures; asserts nothing.
+// Prints figures; asserts nothing.
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun test/bench/signed-validate.ts
-//   BENCH_ROUNDS=5 BENCH_SECONDS=5 BENCH_CONNECTIONS=50 BENCH_CALLS=5000
+//   BENCH_ROUNDS=5 BENCH_SECONDS=5 BENCH_CONNECTIONS=50
 //
 // Load by wrk (apt-get install -y wrk); every request of a signed run carries the same nonce (the
 // server keeps no nonce state, so this costs what a fresh nonce per request costs).
@@ -13,11 +12,6 @@ import { spawn, spawnSync } from 'bun'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { loadConfig } from '../../src/config'
-import { createLogger } from '../../src/infra/log'
-import { Signers } from '../../src/modules/offline/signing-keys'
-import { fastValidate } from '../../src/modules/validation/fast-path'
-import { startNode } from '../../src/node'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
@@ -25,7 +19,6 @@ import { median } from './stats'
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
-const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
 const SECRET_KEY = 'ab'.repeat(32)
 const NONCE = 'bench-nonce-0123456789abcdef_XYZ'
 const ROOT = join(import.meta.dir, '..', '..')
@@ -125,37 +118,6 @@ try {
   await Promise.all(children.map((c) => c.exited))
   children.length = 0
 
-  // In process: the fast-path handler on prebuilt Requests, unsigned and signed slices alternating.
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DEMO_ACCOUNT: 'false', ADMIN_TOKEN, SECRET_KEY, DATA_DIR: mkdtempSync(join(dataDir, 'node-')), ...(db ? { DATABASE_URL: db.url } : {}) })
-  const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
-  try {
-    const key = await prepareBenchKey(node.url)
-    const handler = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
-    const base = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${key.token}`, 'content-length': String(key.body.length) }
-    const variants = [
-      ['unsigned', base],
-      ['signed', { ...base, 'keyward-nonce': NONCE }],
-    ] as const
-    const cpuNs: number[][] = [[], []]
-    for (let round = 0; round < 31; round++) {
-      for (const [i, [, headers]] of variants.entries()) {
-        const batch = Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body: key.body }))
-        Bun.gc(true)
-        const before = process.cpuUsage()
-        for (const req of batch) {
-          const res = await handler(req)
-          if (res.status !== 200) throw new Error(`status ${res.status}`)
-        }
-        const used = process.cpuUsage(before)
-        if (round > 0) cpuNs[i]!.push(((used.user + used.system) * 1000) / CALLS)
-      }
-    }
-    const [u, s] = cpuNs as [number[], number[]]
-    console.log(`\nfast-path handler CPU per call, in process (30 rounds × ${CALLS.toLocaleString('en')} calls, medians, Request building included):`)
-    console.log(`  unsigned ${median(u).toFixed(0)} ns, signed ${median(s).toFixed(0)} ns: a signature costs ${median(s.map((x, i) => x - u[i]!)).toFixed(0)} ns per call`)
-  } finally {
-    await node.stop()
-  }
 } finally {
   for (const c of children) c.kill()
   await Promise.all(children.map((c) => c.exited))
