@@ -3,6 +3,7 @@
 import { Elysia } from 'elysia'
 import { consoleRoutes } from './console/serve'
 import type { Deps } from './deps'
+import { clientAnswers } from './http/client-answers'
 import { docs } from './http/docs'
 import { kernel } from './http/kernel'
 import { routeOnParsedPath } from './http/request-path'
@@ -13,6 +14,7 @@ import { apiKeyRoutes } from './modules/api-keys/routes'
 import { eventRoutes } from './modules/events/routes'
 import { keyRoutes } from './modules/keys/routes'
 import { offlineRoutes } from './modules/offline/routes'
+import { Signers } from './modules/offline/signing-keys'
 import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
@@ -33,8 +35,12 @@ const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
-  return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation) } })
+  // The accounts' Ed25519 keys, loaded once per node: offline licenses and signed answers (API-2 §4).
+  const signers = new Signers(deps.sql, deps.secretKey)
+  return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation, signers) } })
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
+    // CORS and signed answers on the client routes (http/client-answers.ts; the fast path does its own)
+    .wrap(clientAnswers(signers, deps.principals) as never)
     .use(kernel(deps.log, BODY_LIMITS))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
@@ -45,7 +51,7 @@ export function createApp(deps: NodeDeps) {
     .use(keyRoutes(deps))
     .use(validationRoutes(deps, deps.validation))
     .use(analyticsRoutes(deps))
-    .use(offlineRoutes(deps))
+    .use(offlineRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
 }

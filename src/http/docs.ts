@@ -10,14 +10,15 @@
 // - problem responses (http/responses.ts) become references to one documented response per status,
 //   served as application/problem+json with their headers;
 // - headers: X-Request-Id (request and response) on every operation, Idempotency-Key and
-//   Idempotent-Replayed on the create routes marked IDEMPOTENT, Retry-After on 429;
+//   Idempotent-Replayed on the create routes marked IDEMPOTENT, Retry-After on 429, Keyward-Nonce and
+//   Keyward-Signature (on every answer, problems included) on the routes marked SIGNED;
 // - the webhook event payloads (OpenAPI 3.1 `webhooks`) and a `servers` entry.
 import { openapi } from '@elysiajs/openapi'
 import type { TSchema } from '@sinclair/typebox'
 import { Elysia } from 'elysia'
 import { readFileSync } from 'node:fs'
 import { dirname, join } from 'node:path'
-import { IDEMPOTENT } from './responses'
+import { IDEMPOTENT, SIGNED } from './responses'
 import { Problem } from './schema'
 
 type Json = Record<string, any>
@@ -32,7 +33,10 @@ const docPath = (path: string) => path.replace(/:([^/]+)/g, '{$1}').replace(/(.)
 const json = (schema: unknown) => JSON.parse(JSON.stringify(schema))
 
 const PROBLEMS: Record<string, { name: string; description: string; headers?: Json }> = {
-  '400': { name: 'BadRequest', description: 'invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query' },
+  '400': {
+    name: 'BadRequest',
+    description: 'invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce',
+  },
   '401': { name: 'Unauthorized', description: 'unauthorized: missing, malformed, unknown or revoked credential' },
   '402': { name: 'PaymentRequired', description: "plan_limit_reached or plan_upgrade_required: the account's plan does not allow it" },
   '403': { name: 'Forbidden', description: "insufficient_scope: the API key's scope does not allow this route" },
@@ -55,6 +59,14 @@ const COMPONENTS: Json = {
       schema: { type: 'string' },
     },
     RetryAfter: { description: 'Seconds until the limit resets (the next UTC midnight)', schema: { type: 'integer' } },
+    KeywardSignature: {
+      description:
+        'Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication: not a 401, not the 400 for a ' +
+        'malformed nonce). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: an Ed25519 signature over the UTF-8 of ' +
+        '"keyward-answer/v1\\n" + path (e.g. /v1/validate) + "\\n" + nonce + "\\n" + t + "\\n" + the exact response body bytes, with the ' +
+        "account's offline signing key (GET /v1/offline/public-key, same kid).",
+      schema: { type: 'string', pattern: '^alg=ed25519, kid=[0-9a-f]+, t=[0-9]+, sig=[A-Za-z0-9+/]+={0,2}$' },
+    },
     IdempotentReplayed: {
       description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key and body',
       schema: { type: 'string', enum: ['true'] },
@@ -67,6 +79,15 @@ const COMPONENTS: Json = {
       required: false,
       description: 'Your id for this request (1..128 of [A-Za-z0-9._:-]); echoed in the response and the logs',
       schema: { type: 'string', pattern: '^[A-Za-z0-9._:-]{1,128}$' },
+    },
+    KeywardNonce: {
+      name: 'Keyward-Nonce',
+      in: 'header',
+      required: false,
+      description:
+        'Ask for a signed answer (Keyward-Signature): a fresh random value per request, 16..128 of [A-Za-z0-9_-]; anything else ' +
+        '(empty included) is 400. Check that the signature covers your nonce and the path you called.',
+      schema: { type: 'string', pattern: '^[A-Za-z0-9_-]{16,128}$' },
     },
     IdempotencyKey: {
       name: 'Idempotency-Key',
@@ -130,8 +151,12 @@ export function fixDocument(doc: Json, routes: readonly RouteLike[], events: Rec
     }
   }
   const idempotentMark = Object.keys(IDEMPOTENT)[0]!
+  const signedMark = Object.keys(SIGNED)[0]!
+  const signature = { 'Keyward-Signature': { $ref: '#/components/headers/KeywardSignature' } }
   for (const [path, ops] of Object.entries<Json>(doc.paths ?? {})) {
     for (const [method, op] of Object.entries<Json>(ops)) {
+      const signed = op[signedMark] === true
+      delete op[signedMark]
       if (op.requestBody) {
         const schema = bodies.get(`${method} ${path}`)
         // JSON is the only body format the kernel parses.
@@ -144,11 +169,17 @@ export function fixDocument(doc: Json, routes: readonly RouteLike[], events: Rec
       op.parameters = [
         ...(op.parameters ?? []),
         ...(idempotent ? [{ $ref: '#/components/parameters/IdempotencyKey' }] : []),
+        ...(signed ? [{ $ref: '#/components/parameters/KeywardNonce' }] : []),
         { $ref: '#/components/parameters/RequestId' },
       ]
       for (const [status, res] of Object.entries<Json>(op.responses ?? {})) {
         if (Number(status) >= 400 && isProblem(res) && PROBLEMS[status]) {
-          op.responses[status] = { $ref: `#/components/responses/${PROBLEMS[status].name}` }
+          const shared = COMPONENTS.responses[PROBLEMS[status].name]
+          // A signed route's problems carry the signature too (401 excepted): the shared response plus that header.
+          op.responses[status] =
+            signed && status !== '401'
+              ? { ...shared, headers: { ...shared.headers, ...signature } }
+              : { $ref: `#/components/responses/${PROBLEMS[status].name}` }
           continue
         }
         if (res.content && typeof res.content.type === 'string') {
@@ -158,6 +189,7 @@ export function fixDocument(doc: Json, routes: readonly RouteLike[], events: Rec
         res.headers = {
           'X-Request-Id': { $ref: '#/components/headers/RequestId' },
           ...(idempotent && status.startsWith('2') ? { 'Idempotent-Replayed': { $ref: '#/components/headers/IdempotentReplayed' } } : {}),
+          ...(signed ? signature : {}),
         }
       }
     }

@@ -23,3 +23,9 @@ export const withBody = () => problems(400, 413)
 
 /** Marks a create route that takes `Idempotency-Key` (http/idempotency.ts); spread into `detail`. */
 export const IDEMPOTENT = { 'x-keyward-idempotent': true } as const
+
+/**
+ * Marks a route whose answers are signed when the request sends `Keyward-Nonce` (http/client-answers.ts,
+ * API-2 §4); spread into `detail`. The docs add the request header and `Keyward-Signature` on every answer.
+ */
+export const SIGNED = { 'x-keyward-signed': true } as const

@@ -18,6 +18,7 @@ import { startNode } from '../../src/node'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
+import { Signers } from '../../src/modules/offline/signing-keys'
 
 if (!process.env.DATABASE_URL) throw new Error('DATABASE_URL is required (a real Postgres)')
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
@@ -78,7 +79,7 @@ try {
   const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from activations where status = 'active'`
   console.log(`seeded ${n.toLocaleString('en')} active activations (${DUE.toLocaleString('en')} due) in ${((performance.now() - t) / 1000).toFixed(1)} s`)
 
-  const handle = fastValidate(node.deps, node.deps.validation)
+  const handle = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
   const headers = bodies.map((b) => ({
     host: '127.0.0.1',
     'content-type': 'application/json',

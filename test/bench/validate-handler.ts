@@ -13,6 +13,7 @@ import { join } from 'node:path'
 import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
 import { startNode } from '../../src/node'
+import { Signers } from '../../src/modules/offline/signing-keys'
 import { fastValidate } from '../../src/modules/validation/fast-path'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
@@ -37,7 +38,7 @@ const config = loadConfig({
 const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
 try {
   const { token, body, keyValue, fingerprint } = await prepareBenchKey(node.url)
-  const full = fastValidate(node.deps, node.deps.validation)
+  const full = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
   const baseline = mapHandler(keyValue, fingerprint)
   const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
   const requests = () => Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body }))

@@ -6,17 +6,19 @@ import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses
 import { IdParam } from '../../http/schema'
 import { IssuedLicense, IssueLicenseBody, PublicKey, SyncBody, SyncResponse } from './model'
 import * as service from './service'
-import { Signers } from './signing-keys'
+import type { Signers } from './signing-keys'
 
-export function offlineRoutes(deps: Deps) {
-  const signers = new Signers(deps.sql, deps.secretKey)
+export function offlineRoutes(deps: Deps, signers: Signers) {
   return new Elysia({ name: 'keyward.offline', prefix: '/v1', detail: { tags: ['Offline licenses'] } })
     .use(authPlugin(deps.principals))
     .get('/offline/public-key', ({ principal }) => service.publicKey(signers, principal.accountId), {
       auth: 'any',
       // Any scope passes, so no 403.
       response: { 200: PublicKey, ...problems(400, 401, 503) },
-      detail: { summary: "The account's Ed25519 public key, to verify offline licenses" },
+      detail: {
+        summary: "The account's Ed25519 public key, to verify offline licenses and signed answers",
+        description: 'The key (same kid) of offline licenses and of Keyward-Signature on signed answers. CORS: callable from any origin.',
+      },
     })
     .guard({ auth: 'offline:write', response: { ...behindAuth(), ...withBody() } }, (offline) =>
       offline

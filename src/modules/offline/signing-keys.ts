@@ -2,6 +2,7 @@
 // that predate offline licenses, on first use. The private key exists in plaintext only in memory.
 import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto'
 import { open, seal } from '../../infra/crypto'
+import type { AnswerKeys } from '../../http/client-answers'
 import type { Sql, Tx } from '../../infra/db'
 import { generateKeyPair, rawPublicKey } from './license'
 import * as repo from './repo'
@@ -30,9 +31,14 @@ export async function createSigningKey(sql: Sql | Tx, accountId: string, secretK
 // stops a node that serves a very large number of accounts from growing without limit.
 const MAX_CACHED = 10_000
 
-/** The node's cache of unsealed signing keys, loading (and lazily creating) them on demand. */
-export class Signers {
+/**
+ * The node's cache of unsealed signing keys, loading (and lazily creating) them on demand. One per
+ * node (app.ts): offline licenses and signed answers (http/client-answers.ts) share it.
+ */
+export class Signers implements AnswerKeys {
   private cache = new Map<string, Promise<Signer>>()
+  /** The loaded ones, so that a signed answer awaits nothing once its account's key is in memory. */
+  private loaded = new Map<string, Signer>()
 
   constructor(
     private sql: Sql,
@@ -42,13 +48,27 @@ export class Signers {
   get(accountId: string): Promise<Signer> {
     let signer = this.cache.get(accountId)
     if (!signer) {
-      if (this.cache.size >= MAX_CACHED) this.cache.clear()
-      signer = this.load(accountId)
-      this.cache.set(accountId, signer)
-      // a failed load (database down) must not stay cached
-      signer.catch(() => this.cache.delete(accountId))
+      if (this.cache.size >= MAX_CACHED) {
+        this.cache.clear()
+        this.loaded.clear()
+      }
+      const loading = this.load(accountId)
+      signer = loading
+      this.cache.set(accountId, loading)
+      loading.then(
+        (s) => {
+          if (this.cache.get(accountId) === loading) this.loaded.set(accountId, s)
+        },
+        // a failed load (database down) must not stay cached
+        () => this.cache.delete(accountId),
+      )
     }
     return signer
+  }
+
+  /** The account's key: synchronous once loaded (the signed validate answer relies on it). */
+  keyFor(accountId: string): Signer | Promise<Signer> {
+    return this.loaded.get(accountId) ?? this.get(accountId)
   }
 
   private async load(accountId: string): Promise<Signer> {

@@ -2,12 +2,18 @@
 // documents it). Elysia's per-request machinery costs a measurable share of throughput on the hottest
 // route (see the bench); this path calls the kernel's and the auth macro's own checks (http/kernel.ts,
 // http/auth.ts) in the same order, then the same engine: one implementation, two doors.
-//   content-length limit → query → request id → auth (401/403) → JSON (400/413) → schema (400) → engine → answer
+//   nonce (400) → content-length limit → query → request id → auth (401/403) → JSON (400/413) → schema (400) → engine → answer
+// With a Keyward-Nonce the answer is signed (http/client-answers.ts): the account's key is fetched
+// right after authentication (from memory once warm), so the engine never runs for an answer that
+// could not be signed; then one Ed25519 signature over the JSON text. Without one, the only added
+// work is one header lookup; CORS headers are static on the reused Headers object.
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValidationError } from 'elysia'
 import { invalid } from '../../core/errors'
+import type { Principal } from '../../core/principal'
 import type { Deps } from '../../deps'
 import { authorize } from '../../http/auth'
+import { CORS_HEADERS, nonceOf, SIGNATURE_HEADER, signatureOf, signed, type AnswerKey, type AnswerKeys } from '../../http/client-answers'
 import { isDraining } from '../../http/drain'
 import { problemResponse } from '../../http/errors'
 import { BODY_LIMIT, checkDeclaredLength, checkJsonObject, checkQuery, notJson, readJson, requestIdOf, toAppError } from '../../http/kernel'
@@ -21,12 +27,14 @@ const JSON_HEADERS = 'application/json;charset=utf-8' // as Elysia answers every
 
 export type ServeHandler = (request: Request, server?: object | null) => Promise<Response>
 
-export function fastValidate(deps: Deps, engine: ValidationEngine): ServeHandler {
+const CORS = CORS_HEADERS as Record<string, string>
+
+export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerKeys): ServeHandler {
   const { principals, log, accessLog } = deps
   const latency = fastRouteLatency.route('POST', ROUTE)
   // Response copies its headers when built, so one Headers object serves every answer (a native
   // copy: measured ≈0.5 µs cheaper than a plain object's properties converted on every response).
-  const answerHeaders = new Headers({ 'content-type': JSON_HEADERS })
+  const answerHeaders = new Headers({ 'content-type': JSON_HEADERS, ...CORS_HEADERS })
   const answerInit = { headers: answerHeaders }
 
   return async function validateRoute(request: Request, server?: object | null): Promise<Response> {
@@ -34,13 +42,22 @@ export function fastValidate(deps: Deps, engine: ValidationEngine): ServeHandler
     const now = Date.now() // one wall-clock reading for the request id and auth (the engine reads its own once the body is in)
     const requestId = requestIdOf(request, now)
     let response: Response
+    let nonce: string | null = null
+    let caller: Principal | undefined
     try {
       const headers = request.headers
+      nonce = nonceOf(headers)
       const length = headers.get('content-length')
       const declared = checkDeclaredLength(length, BODY_LIMIT)
       checkQuery(request.url)
       let principal = authorize(principals, headers.get('authorization'), 'validate', now)
       if (principal instanceof Promise) principal = await principal
+      caller = principal
+      let key: AnswerKey | null = null
+      if (nonce !== null) {
+        const loading = keys.keyFor(principal.accountId)
+        key = loading instanceof Promise ? await loading : loading
+      }
       let body: unknown
       if (length === null) body = await readJson(request)
       else if (declared === 0) body = {}
@@ -62,9 +79,17 @@ export function fastValidate(deps: Deps, engine: ValidationEngine): ServeHandler
       let answer = engine.validate(principal, body, headers)
       if (answer instanceof Promise) answer = await answer
       answerHeaders.set('x-request-id', requestId)
-      response = Response.json(answer, answerInit)
+      if (key === null) response = Response.json(answer, answerInit)
+      else {
+        const text = JSON.stringify(answer)
+        response = new Response(text, answerInit)
+        response.headers.set(SIGNATURE_HEADER, signatureOf(key, ROUTE, nonce!, text))
+      }
     } catch (err) {
-      response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId)
+      response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId, CORS)
+      // Signed like every answer after the nonce check (API-2 §13); signed() leaves 401s alone and finds the
+      // caller of a 403 (or of a check that came before authentication) again.
+      if (nonce !== null) response = await signed(response, keys, principals, caller, request.headers.get('authorization'), ROUTE, nonce)
     }
     if (isDraining(server)) response.headers.set('connection', 'close') // shutting down: see http/drain.ts
     const seconds = (performance.now() - t0) / 1000

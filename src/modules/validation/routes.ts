@@ -1,7 +1,8 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { behindAuth, problems, withBody } from '../../http/responses'
+import type { AnswerKeys } from '../../http/client-answers'
+import { behindAuth, problems, SIGNED, withBody } from '../../http/responses'
 import { Activation } from '../activations/model'
 import { fastValidate } from './fast-path'
 import { listDevices } from './devices'
@@ -23,7 +24,9 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
           description:
             'Decision, first match wins: not_found, revoked, expired, known device (valid), free slot (new activation, valid), ' +
-            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable).',
+            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). ' +
+            'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
+          ...SIGNED,
         },
       })
       .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
@@ -36,7 +39,9 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           description:
             'Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the ' +
             "key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no " +
-            'slot answers 200 deactivated: false, cap reached or not.',
+            'slot answers 200 deactivated: false, cap reached or not. With Keyward-Nonce the answer is signed ' +
+            '(Keyward-Signature). CORS: callable from any origin.',
+          ...SIGNED,
         },
       })
       .post('/v1/devices', ({ principal, body }) => listDevices(deps, engine.lastSeen, principal, body), {
@@ -48,7 +53,9 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           summary: "The key's active devices, oldest first, for its holder (a manage-devices screen)",
           description:
             'An unknown key of this account, or a product_id that is not the key\'s, is 404. Not counted toward the daily validate limit. ' +
-            "A name, app version or validation time sent to another node shows once that node's batched write has run (FLUSH_INTERVAL_MS).",
+            "A name, app version or validation time sent to another node shows once that node's batched write has run (FLUSH_INTERVAL_MS). " +
+            'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
+          ...SIGNED,
         },
       })
       .delete(
@@ -68,6 +75,6 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
 }
 
 /** Bun.serve routes that bypass the framework for the hot route (mounted by createApp). */
-export function validationServeRoutes(deps: Deps, engine: ValidationEngine) {
-  return { '/v1/validate': { POST: fastValidate(deps, engine) } }
+export function validationServeRoutes(deps: Deps, engine: ValidationEngine, keys: AnswerKeys) {
+  return { '/v1/validate': { POST: fastValidate(deps, engine, keys) } }
 }

@@ -1,0 +1,126 @@
+// `bun test/bench/signed-validate.ts`: throughput of signed POST /v1/validate (Keyward-Nonce → one
+// Ed25519 signature per answer, API-2 §4) against unsigned validate, on the same node process, in the
+// same run: interleaved rounds, medians, and the median of the per-round ratios (target >= 0.6x).
+// Prints figures; asserts nothing.
+//
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun test/bench/signed-validate.ts
+//   BENCH_ROUNDS=5 BENCH_SECONDS=5 BENCH_CONNECTIONS=50
+//
+// Load by wrk (apt-get install -y wrk); every request of a signed run carries the same nonce (the
+// server keeps no nonce state, so this costs what a fresh nonce per request costs).
+import { spawn, spawnSync } from 'bun'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createDatabaseOn } from '../support/harness'
+import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { median } from './stats'
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
+const SECRET_KEY = 'ab'.repeat(32)
+const NONCE = 'bench-nonce-0123456789abcdef_XYZ'
+const ROOT = join(import.meta.dir, '..', '..')
+
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = s.port
+  s.stop(true)
+  return port
+}
+
+async function waitFor(url: string, ms = 60_000) {
+  const until = Date.now() + ms
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(url)).ok) return
+    } catch {}
+    await Bun.sleep(100)
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+function wrk(url: string, token: string, body: string, seconds: number, nonce: string | null): { rps: number; errors: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'keyward-bench-'))
+  const script = join(dir, 'post.lua')
+  writeFileSync(
+    script,
+    `wrk.method = "POST"\nwrk.body = ${JSON.stringify(body)}\nwrk.headers["Content-Type"] = "application/json"\n` +
+      `wrk.headers["Authorization"] = "Bearer ${token}"\n` +
+      (nonce === null ? '' : `wrk.headers["Keyward-Nonce"] = "${nonce}"\n`),
+  )
+  const out = spawnSync(['wrk', '-t2', `-c${CONNECTIONS}`, `-d${seconds}s`, '-s', script, url]).stdout.toString()
+  rmSync(dir, { recursive: true, force: true })
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? NaN),
+    errors: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0),
+  }
+}
+
+const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
+const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-signed-'))
+const children: ReturnType<typeof spawn>[] = []
+try {
+  console.log(`Signed vs unsigned POST /v1/validate: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s each, load by wrk`)
+  console.log(`Postgres: ${db ? 'external (DATABASE_URL)' : 'embedded PGlite'}; ${navigator.hardwareConcurrency} cores\n`)
+  // A real node process, as `bun run start` runs it (access log to /dev/null).
+  const port = await freePort()
+  const env = { ...process.env } as Record<string, string>
+  delete env.NATS_URL
+  delete env.REDIS_URL
+  const child = spawn(['bun', join(ROOT, 'src/main.ts')], {
+    env: {
+      ...env,
+      PORT: String(port),
+      HOST: '127.0.0.1',
+      ADMIN_TOKEN,
+      SECRET_KEY,
+      LOG_LEVEL: 'info',
+      DEMO_ACCOUNT: 'false',
+      DATA_DIR: mkdtempSync(join(dataDir, 'node-')),
+      ...(db ? { DATABASE_URL: db.url } : {}),
+    },
+    stdout: 'ignore',
+    stderr: 'inherit',
+  })
+  children.push(child)
+  const url = `http://127.0.0.1:${port}`
+  await waitFor(`${url}/healthz`)
+  const bench = await prepareBenchKey(url)
+  // One signed call first: checks it is signed, and loads the account's key like any first signed call.
+  const first = await fetch(`${url}/v1/validate`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${bench.token}`, 'content-type': 'application/json', 'keyward-nonce': NONCE },
+    body: bench.body,
+  })
+  if (first.status !== 200 || !first.headers.get('keyward-signature')) throw new Error(`signed validate failed: ${first.status}`)
+
+  const target = `${url}/v1/validate`
+  for (const nonce of [null, NONCE]) wrk(target, bench.token, bench.body, Math.min(3, SECONDS), nonce) // warm-up
+  const unsigned: number[] = []
+  const signed: number[] = []
+  let errors = 0
+  for (let round = 0; round < ROUNDS; round++) {
+    const u = wrk(target, bench.token, bench.body, SECONDS, null)
+    const s = wrk(target, bench.token, bench.body, SECONDS, NONCE)
+    unsigned.push(u.rps)
+    signed.push(s.rps)
+    errors += u.errors + s.errors
+    console.log(`round ${round + 1}/${ROUNDS}: unsigned ${u.rps.toFixed(0)} | signed ${s.rps.toFixed(0)} req/s`)
+  }
+  const ratios = signed.map((s, i) => s / unsigned[i]!)
+  console.log('')
+  console.log(`unsigned validate   ${median(unsigned).toFixed(0).padStart(7)} req/s (${Math.min(...unsigned).toFixed(0)}–${Math.max(...unsigned).toFixed(0)})`)
+  console.log(`signed validate     ${median(signed).toFixed(0).padStart(7)} req/s (${Math.min(...signed).toFixed(0)}–${Math.max(...signed).toFixed(0)})`)
+  console.log(`signed / unsigned = ${median(ratios).toFixed(2)}x   (rounds ${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)})   (target >= 0.6x)${errors ? `   (${errors} non-2xx!)` : ''}`)
+  for (const c of children) c.kill()
+  await Promise.all(children.map((c) => c.exited))
+  children.length = 0
+
+} finally {
+  for (const c of children) c.kill()
+  await Promise.all(children.map((c) => c.exited))
+  rmSync(dataDir, { recursive: true, force: true })
+  await db?.drop()
+}
