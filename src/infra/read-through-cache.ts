@@ -15,6 +15,10 @@
 //   read goes on; a connection error answers with it at once, and for RETRY_UNREACHABLE_MS after one,
 //   expired entries answer without queueing behind another attempt. Nothing held: the error propagates.
 // - A held entry answers synchronously (no promise): these lookups run on every validate call.
+//
+// The freshness rule is one small final class (`Freshness`): each subclass's `get` checks its own
+// entry with it first and answers a fresh hit itself, so that path runs no virtual lookup and every
+// call site sees one shape; anything else (refresh due, stale, absent, miss) takes `get` below.
 import { isConnectionError } from './db'
 
 /** How long a re-read of a held entry may take before the last known value answers instead. */
@@ -61,22 +65,42 @@ interface Flight<V> {
   epoch: number
 }
 
+/** What `Freshness.check` says of an entry. */
+export const FRESH = 0
+/** Fresh, and far enough into its age limit that a background re-read is due. */
+const REFRESH_DUE = 1
+/** Too old to answer (unless Postgres is unreachable). */
+const EXPIRED = 2
+
+/** The only place that decides how long memory may answer: `ttlMs`, or `degradedTtlMs` while not `trusted`. */
+export class Freshness {
+  constructor(
+    private readonly ttlMs: number,
+    private readonly degradedTtlMs: number,
+    private readonly trusted: (now: number) => boolean,
+  ) {}
+
+  /** FRESH, REFRESH_DUE or EXPIRED for an entry loaded at `loadedAt`. */
+  check(loadedAt: number, now: number): number {
+    const age = now - loadedAt
+    const maxAge = this.trusted(now) ? this.ttlMs : this.degradedTtlMs
+    return age < maxAge * REFRESH_AHEAD ? FRESH : age < maxAge ? REFRESH_DUE : EXPIRED
+  }
+}
+
 /** `V`: a held value, stamped with the time its read started. null: the key is known not to exist. */
 export abstract class ReadThroughCache<V extends { loadedAt: number }> {
   private inflight = new Map<string, Flight<V>>()
   private epoch = 0
   /** Until then, a connection error was just seen: expired entries answer without another attempt. */
   private unreachableUntil = 0
-  private readonly ttlMs: number
-  private readonly degradedTtlMs: number
-  private readonly trusted: (now: number) => boolean
+  /** Subclasses check a fresh hit with it before calling `get` (see the header). */
+  protected readonly freshness: Freshness
   private readonly unreachable: (err: unknown) => boolean
   private readonly lookups: CacheLookups
 
   constructor(rules: CacheRules) {
-    this.ttlMs = rules.ttlMs
-    this.degradedTtlMs = Math.min(rules.degradedTtlMs, rules.ttlMs)
-    this.trusted = rules.trusted ?? alwaysTrusted
+    this.freshness = new Freshness(rules.ttlMs, Math.min(rules.degradedTtlMs, rules.ttlMs), rules.trusted ?? alwaysTrusted)
     this.unreachable = rules.unreachable ?? isConnectionError
     this.lookups = rules.lookups ?? UNCOUNTED
   }
@@ -94,11 +118,6 @@ export abstract class ReadThroughCache<V extends { loadedAt: number }> {
   /** Drops everything held. */
   protected abstract dropAll(): void
 
-  /** The only place that decides how long memory may answer. */
-  private maxAge(now: number): number {
-    return this.trusted(now) ? this.ttlMs : this.degradedTtlMs
-  }
-
   /**
    * The value for `key`: from memory when fresh (synchronously), else read through. null means no such
    * key. Throws (a connection error) only when Postgres is unreachable and nothing is held for `key`.
@@ -115,10 +134,9 @@ export abstract class ReadThroughCache<V extends { loadedAt: number }> {
       }
       loadedAt = since
     }
-    const age = now - loadedAt
-    const maxAge = this.maxAge(now)
-    if (age < maxAge) {
-      if (age >= maxAge * REFRESH_AHEAD && !this.inflight.has(key)) this.start(key).promise.catch(() => {})
+    const freshness = this.freshness.check(loadedAt, now)
+    if (freshness !== EXPIRED) {
+      if (freshness === REFRESH_DUE && !this.inflight.has(key)) this.start(key).promise.catch(() => {})
       if (value === undefined) {
         this.lookups.negativeHit.inc()
         return null

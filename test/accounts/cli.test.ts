@@ -1,38 +1,12 @@
 // `bun run keyward …` as a subprocess: against a fresh real-Postgres database when DATABASE_URL is set,
 // a temp DATA_DIR otherwise. `accounts create` prints an account id and a token that works.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createLogger } from '../../src/infra/log'
-import { startNode } from '../../src/node'
-import { client, freshDatabase, realPostgres, SECRET_KEY, testConfig, type TestDb } from '../support/harness'
-import { embeddedEnv } from '../support/helpers'
+import { expect, setDefaultTimeout, test } from 'bun:test'
+import { useCli } from '../support/cli'
+import { client } from '../support/harness'
 
 setDefaultTimeout(120_000)
 
-const ROOT = join(import.meta.dir, '..', '..')
-const dataDir = mkdtempSync(join(tmpdir(), 'keyward-cli-'))
-let db: TestDb | null = null
-let env: Record<string, string>
-beforeAll(async () => {
-  if (realPostgres) {
-    db = await freshDatabase()
-    env = embeddedEnv({ DATABASE_URL: db.url!, SECRET_KEY })
-  } else {
-    env = embeddedEnv({ DATA_DIR: dataDir })
-  }
-}, 60_000)
-afterAll(async () => {
-  await db?.drop()
-  rmSync(dataDir, { recursive: true, force: true })
-})
-
-async function keyward(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn(['bun', 'run', 'keyward', ...args], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  return { code, stdout, stderr }
-}
+const { keyward, startNode } = useCli('keyward-cli-')
 
 test('accounts create prints an account id and a working full_access token', async () => {
   const created = await keyward('accounts', 'create', '--name', 'Acme Corp', '--plan', 'growth')
@@ -44,8 +18,7 @@ test('accounts create prints an account id and a working full_access token', asy
   expect(created.stdout).toContain('plan: growth')
 
   // a server on the same store accepts the token for that account
-  const config = testConfig({ DATA_DIR: dataDir }, db?.url ?? null)
-  const node = await startNode(config, { log: createLogger('silent') })
+  const node = await startNode() // a server on the same store
   try {
     const call = client(node.url)
     const ping = await call('GET', '/v1/ping', { token })

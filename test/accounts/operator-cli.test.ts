@@ -1,40 +1,14 @@
 // `bun run keyward accounts list` and `bun run keyward api-keys create` as subprocesses, against a fresh
 // real-Postgres database when DATABASE_URL is set, a temp DATA_DIR otherwise: the operator's recovery
 // path without a running server.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { createLogger } from '../../src/infra/log'
-import { startNode } from '../../src/node'
-import { client, freshDatabase, realPostgres, SECRET_KEY, testConfig, type TestDb } from '../support/harness'
-import { embeddedEnv } from '../support/helpers'
+import { expect, setDefaultTimeout, test } from 'bun:test'
+import { useCli } from '../support/cli'
+import { client } from '../support/harness'
 
 // Each command starts the store in its own process: embedded, on a loaded machine, that is many seconds.
 setDefaultTimeout(300_000)
 
-const ROOT = join(import.meta.dir, '..', '..')
-const dataDir = mkdtempSync(join(tmpdir(), 'keyward-cli-accounts-'))
-let db: TestDb | null = null
-let env: Record<string, string>
-beforeAll(async () => {
-  if (realPostgres) {
-    db = await freshDatabase()
-    env = embeddedEnv({ DATABASE_URL: db.url!, SECRET_KEY })
-  } else {
-    env = embeddedEnv({ DATA_DIR: dataDir })
-  }
-}, 60_000)
-afterAll(async () => {
-  await db?.drop()
-  rmSync(dataDir, { recursive: true, force: true })
-})
-
-async function keyward(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const proc = Bun.spawn(['bun', 'run', 'keyward', ...args], { cwd: ROOT, env, stdout: 'pipe', stderr: 'pipe' })
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  return { code, stdout, stderr }
-}
+const { keyward, startNode } = useCli('keyward-cli-accounts-')
 
 async function ok(...args: string[]): Promise<string> {
   const res = await keyward(...args)
@@ -80,8 +54,7 @@ test('api-keys create issues a working key to an existing account and prints its
   // the default name
   const reader = TOKEN.exec(await ok('api-keys', 'create', '--account', accountId, '--scope', 'keys:read'))![1]
 
-  const config = testConfig({ DATA_DIR: dataDir }, db?.url ?? null)
-  const node = await startNode(config, { log: createLogger('silent') })
+  const node = await startNode() // a server on the same store
   try {
     const call = client(node.url)
     expect((await call('GET', '/v1/ping', { token })).body).toEqual({ status: 'ok', accountId })

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { newKey, newProduct } from '../support/harness'
 import { clusterMode, fingerprint, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
 import { startPrivateNats, type PrivateNats } from '../support/nats-server'
+import { waitUntil } from '../support/wait'
 
 test('bus fault invalidation tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
   expect(typeof clusterMode).toBe('boolean')
@@ -42,13 +43,7 @@ describe.if(clusterMode)('invalidation under bus faults', () => {
   const validate = (node: NodeProcess, key: string, device: string) =>
     node.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
   const natsStates = async () => Promise.all(c.nodes.map(async (node) => (await node.call('GET', '/readyz')).body.nats))
-  const waitFor = async (what: string, cond: () => Promise<boolean>, ms = 20_000) => {
-    const end = Date.now() + ms
-    while (!(await cond())) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-      await Bun.sleep(50)
-    }
-  }
+  const waitFor = (what: string, cond: () => Promise<boolean>, ms = 20_000) => waitUntil(cond, ms, what)
   const allUp = () => waitFor('every node back on the bus', async () => (await natsStates()).every((s) => s === 'ok'))
 
   /** PER_KIND changes of each kind, with every node's memory warm on the old state. */

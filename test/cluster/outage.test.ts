@@ -5,6 +5,7 @@ import Redis from 'ioredis'
 import { utcDay } from '../../src/infra/counters'
 import { newKey, newProduct } from '../support/harness'
 import { clusterMode, fingerprint, pool, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
+import { waitUntil } from '../support/wait'
 
 test('multi-node outage tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
   expect(typeof clusterMode).toBe('boolean')
@@ -28,13 +29,7 @@ describe.if(clusterMode)('outages', () => {
 
   const validate = (node: NodeProcess, key: string) => node.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
   const natsState = async (node: NodeProcess) => (await node.call('GET', '/readyz')).body.nats
-  const waitFor = async (what: string, cond: () => Promise<boolean>, ms = 15_000) => {
-    const end = Date.now() + ms
-    while (!(await cond())) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
-      await Bun.sleep(50)
-    }
-  }
+  const waitFor = (what: string, cond: () => Promise<boolean>, ms = 15_000) => waitUntil(cond, ms, what)
   const warmKeys = async (n: number) => {
     const keys = await pool(Array.from({ length: n }), 6, () => newKey(c.call, token, productId))
     for (const k of keys) for (const node of c.nodes) expect((await validate(node, k.key_value)).body.valid).toBe(true)

@@ -5,6 +5,7 @@ import { afterAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { client, newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { waitUntil } from '../support/wait'
 
 setDefaultTimeout(120_000)
 const hasRedisServer = Bun.spawnSync(['sh', '-c', 'command -v redis-server']).exitCode === 0
@@ -42,13 +43,7 @@ async function startRedis(port: number) {
   }
 }
 
-const until = async (cond: () => boolean | Promise<boolean>, ms = 15_000) => {
-  const end = Date.now() + ms
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await Bun.sleep(50)
-  }
-}
+const until = (cond: () => boolean | Promise<boolean>, ms = 15_000) => waitUntil(cond, ms)
 
 /** An account on the free plan (500 validate calls a day) with one key, and a validate call for it. */
 async function freeAccount(h: Harness) {

@@ -8,6 +8,7 @@ import { migrate } from '../../src/infra/migrate'
 import { NatsBus } from '../../src/infra/nats-bus'
 import { freshDatabase, type TestDb } from '../support/harness'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { waitUntil } from '../support/wait'
 
 const natsUrl = process.env.NATS_URL
 const cluster = !!(process.env.DATABASE_URL && natsUrl)
@@ -17,13 +18,7 @@ test('NatsBus tests run only with DATABASE_URL and NATS_URL set (cluster mode)',
 })
 
 const log = createLogger('silent')
-const until = async (cond: () => boolean, ms = 5000) => {
-  const end = Date.now() + ms
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await Bun.sleep(20)
-  }
-}
+const until = (cond: () => boolean, ms = 5000) => waitUntil(cond, ms)
 
 describe.if(cluster)('NatsBus on real NATS', () => {
   let tdb: TestDb

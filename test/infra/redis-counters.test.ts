@@ -4,6 +4,7 @@ import { afterAll, describe, expect, test } from 'bun:test'
 import { createLogger } from '../../src/infra/log'
 import { RedisCounters } from '../../src/infra/redis-counters'
 import { startTcpProxy } from '../support/tcp-proxy'
+import { waitUntil as until } from '../support/wait'
 
 const redisUrl = process.env.REDIS_URL
 const cluster = !!redisUrl
@@ -14,13 +15,6 @@ test('RedisCounters tests run only with REDIS_URL set (cluster mode)', () => {
 
 const log = createLogger('silent')
 const account = () => `acct_test${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`
-const until = async (cond: () => boolean, ms = 10_000) => {
-  const end = Date.now() + ms
-  while (!cond()) {
-    if (Date.now() > end) throw new Error('condition not met in time')
-    await Bun.sleep(20)
-  }
-}
 
 describe.if(cluster)('RedisCounters on real Redis', () => {
   const open: RedisCounters[] = []

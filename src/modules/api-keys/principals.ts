@@ -6,7 +6,7 @@ import type { Sql } from '../../infra/db'
 import { DigestMemo } from '../../infra/digest-memo'
 import type { Plan } from '../../core/plans'
 import type { Authenticator, Principal } from '../../core/principal'
-import { ReadThroughCache, type CacheRules } from '../../infra/read-through-cache'
+import { FRESH, ReadThroughCache, type CacheRules } from '../../infra/read-through-cache'
 import { findPrincipal, touchApiKeys } from './repo'
 
 /** A principal as held in memory: stamped with the time its read started. */
@@ -26,6 +26,13 @@ class PrincipalCache extends ReadThroughCache<Entry> {
     rules: CacheRules,
   ) {
     super(rules)
+  }
+
+  /** A fresh entry answers here (the shared rule, no virtual lookup); anything else takes the shared path. */
+  override get(tokenHash: string, now = Date.now()): Entry | null | Promise<Entry | null> {
+    const entry = this.byHash.get(tokenHash)
+    if (entry !== undefined && this.freshness.check(entry.loadedAt, now) === FRESH) return entry
+    return super.get(tokenHash, now)
   }
 
   protected async read(tokenHash: string, loadedAt: number): Promise<Entry | null> {
@@ -107,8 +114,9 @@ export class Principals implements Authenticator {
       if (this.cache.has(tokenHash)) this.headers.set(header, tokenHash)
     }
     const entry = this.cache.get(tokenHash, now)
+    if (entry === null) return null
     if (entry instanceof Promise) return entry.then((e) => (e === null ? null : this.used(e.principal, now)))
-    return entry === null ? null : this.used(entry.principal, now)
+    return this.used(entry.principal, now)
   }
 
   private used(principal: Principal, now: number): Principal {

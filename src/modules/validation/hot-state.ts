@@ -17,7 +17,7 @@
 import type { Bus } from '../../infra/bus'
 import { AbsentKeys } from '../../infra/absent-keys'
 import { cacheLookupResults } from '../../infra/metrics'
-import { ReadThroughCache } from '../../infra/read-through-cache'
+import { FRESH, ReadThroughCache } from '../../infra/read-through-cache'
 
 export type KeyStatus = 'active' | 'revoked' | 'expired'
 
@@ -113,6 +113,17 @@ export class HotState extends ReadThroughCache<KeyState> {
   /** Negative entries held. */
   get unknownSize() {
     return this.unknown.size
+  }
+
+  /** A fresh known key answers here (the shared rule, no virtual lookup); anything else takes the shared path. */
+  override get(hotKey: string, now = Date.now()): KeyState | null | Promise<KeyState | null> {
+    const state = this.known.get(hotKey)
+    if (state !== undefined && this.freshness.check(state.loadedAt, now) === FRESH) {
+      state.used = true
+      hit.inc()
+      return state
+    }
+    return super.get(hotKey, now)
   }
 
   protected read(hotKey: string, startedAt: number): Promise<KeyState | null> {
