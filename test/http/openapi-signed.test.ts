@@ -5,7 +5,7 @@ import { beforeAll, expect, test } from 'bun:test'
 import { useHarness } from '../support/harness'
 
 const h = useHarness({ socket: false })
-const SIGNED = ['post /v1/deactivate', 'post /v1/validate'] // sorted
+const SIGNED = ['post /v1/deactivate', 'post /v1/devices', 'post /v1/validate'] // sorted
 let doc: any
 
 beforeAll(async () => {

@@ -182,6 +182,24 @@ describe('signed deactivate', () => {
   })
 })
 
+describe('signed devices', () => {
+  test('the device list and its 404 are signed for /v1/devices', async () => {
+    const { token, key } = await setup(h)
+    const device = fingerprint()
+    expect((await send('/v1/validate', { token, body: { key: key.key_value, device_fingerprint: device } })).json.valid).toBe(true)
+    const n = nonce()
+    const res = await send('/v1/devices', { token, body: { key: key.key_value }, nonce: n })
+    expect(res.status).toBe(200)
+    expect(res.json.devices.map((d: { device_fingerprint: string }) => d.device_fingerprint)).toEqual([device])
+    const { publicKey, ...s } = await expectSigned(res, token, '/v1/devices', n)
+    expect(verifies(publicKey, '/v1/validate', n, s.t, res.bytes, s.sig)).toBe(false)
+    const m = nonce()
+    const unknown = await send('/v1/devices', { token, body: { key: 'NOPE0-NOPE0-NOPE0-NOPE0-NOPE0' }, nonce: m })
+    expect(unknown.status).toBe(404)
+    await expectSigned(unknown, token, '/v1/devices', m)
+  })
+})
+
 describe('what is not signed', () => {
   const malformed = ['', 'short', 'a'.repeat(15), 'a'.repeat(129), 'has space in it 0123', 'plus+slash/equals=0000', 'ümlaut-nonce-0123456']
 
