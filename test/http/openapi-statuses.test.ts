@@ -133,6 +133,6 @@ test('headers, servers and webhook payloads are documented (API-2 §11, §13)', 
   // One payload per event type a webhook can subscribe to.
   expect(Object.keys(doc.webhooks).sort()).toEqual([...EVENT_TYPES].sort())
   const keyCreated = doc.webhooks['key.created'].post.requestBody.content['application/json'].schema
-  expect(keyCreated.required).toEqual(['id', 'type', 'timestamp', 'data'])
+  expect(keyCreated.required).toEqual(['id', 'type', 'timestamp', 'actor', 'data'])
   expect(keyCreated.properties.data.properties.key_prefix).toBeDefined()
 })
