@@ -7,8 +7,7 @@
 //
 //   bun test/bench/console-paint.ts            ROUNDS=10 bun test/bench/console-paint.ts
 import { loadavg } from 'node:os'
-import { chromium } from 'playwright-core'
-import { CHROMIUM_ARGS } from '../console/browser'
+import { launchChromium } from '../support/chromium'
 import { newKey, newProduct, startHarness } from '../support/harness'
 import { median } from './stats'
 
@@ -44,7 +43,7 @@ try {
   console.log(`JavaScript: ${kb(js)} raw, ${kb(jsGz)} gzip (budget 300 KB gzip)`)
   console.log(`CSS:        ${kb(css)} raw, ${kb(cssGz)} gzip`)
 
-  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true })
+  const browser = await launchChromium()
   const session = JSON.stringify({ token: acct.token, mode: 'account', accountId: acct.id })
   const fcp: number[] = []
   const ready: number[] = []

@@ -2,18 +2,9 @@
 // page makes recorded (to prove it never leaves the node's origin), screenshots at two widths and in
 // both colour schemes under test-output/console/.
 import { mkdirSync } from 'node:fs'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
+import { launchChromium } from '../support/chromium'
 
-export const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-]
 
 export const SHOTS_DIR = new URL('../../test-output/console/', import.meta.url).pathname
 
@@ -31,7 +22,7 @@ export interface Console {
 }
 
 export async function openConsole(baseUrl: string): Promise<Console> {
-  const browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_ARGS, headless: true })
+  const browser = await launchChromium()
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' })
   const page = await context.newPage()
   page.setDefaultTimeout(20_000)

@@ -5,13 +5,11 @@
 // route is blocked by the browser (no CORS headers there). Headless Chromium (Debian's package).
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { createPublicKey, verify } from 'node:crypto'
-import { existsSync } from 'node:fs'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { chromiumPresent, launchChromium } from '../support/chromium'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, startHarness, type Harness } from '../support/harness'
 
-const CHROMIUM = '/usr/bin/chromium'
-const present = existsSync(CHROMIUM)
-if (!present) console.warn(`cors-browser: skipped, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`)
+const present = chromiumPresent('cors-browser')
 
 setDefaultTimeout(120_000)
 
@@ -27,10 +25,7 @@ beforeAll(async () => {
     port: 0,
     fetch: () => new Response('<!doctype html><title>app</title><p>app</p>', { headers: { 'content-type': 'text/html; charset=utf-8' } }),
   })
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  browser = await launchChromium()
 }, 180_000)
 afterAll(async () => {
   await browser?.close()

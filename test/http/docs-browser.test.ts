@@ -3,12 +3,11 @@
 // 1280 and 390 px wide, light and dark, go to test-output/ for a person to look at.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, mkdirSync } from 'node:fs'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { chromiumPresent, launchChromium } from '../support/chromium'
 import { startHarness, type Harness } from '../support/harness'
 
-const CHROMIUM = '/usr/bin/chromium'
-const present = existsSync(CHROMIUM)
-if (!present) console.warn(`docs-browser: skipped, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`)
+const present = chromiumPresent('docs-browser')
 
 setDefaultTimeout(120_000)
 
@@ -17,10 +16,7 @@ let browser: Browser
 beforeAll(async () => {
   if (!present) return
   h = await startHarness()
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  browser = await launchChromium()
 }, 120_000)
 afterAll(async () => {
   await browser?.close()
