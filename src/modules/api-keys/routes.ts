@@ -50,8 +50,8 @@ export function apiKeyRoutes(deps: Deps) {
                 set.status = 204
               },
               {
-                response: { 204: t.Void() },
-                detail: { summary: 'Delete an API key; refused on every node within 1 s' },
+                response: { 204: t.Void(), ...problems(409) },
+                detail: { summary: "Delete an API key; refused on every node within 1 s. The account's last full_access key is 409 last_full_access_key" },
               },
             ),
         ),

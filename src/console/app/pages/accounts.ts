@@ -57,8 +57,8 @@ export function Accounts() {
   const list = useLoad(() => get<AccountPageData>('/admin/accounts' + qs({ q: query, page, page_size: 20 })), [query, page])
   const search = (e: Event) => {
     e.preventDefault()
-    // An account id opens that account directly; anything else searches names and id prefixes.
-    if (/^acct_[0-9A-Za-z]{10,}$/.test(q.trim()) && (!list.data || list.data.data.length === 0)) navigate(`#/accounts/${q.trim()}`)
+    // A whole account id opens that account directly; anything else searches names and id prefixes.
+    if (/^acct_[0-9A-Za-z]{26}$/.test(q.trim())) navigate(`#/accounts/${q.trim()}`)
     else {
       setPage(0)
       setQuery(q.trim())
