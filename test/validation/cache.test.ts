@@ -5,7 +5,7 @@ import { LocalBus, type BusState } from '../../src/infra/bus'
 import * as crypto from '../../src/infra/crypto'
 import { deviceCount, HotState, hotKeyOf, type KeyRow, type KeyState } from '../../src/modules/validation/hot-state'
 import { newKey, useHarness } from '../support/harness'
-import { fingerprint, setup, validate } from './support'
+import { fingerprint, keyRow, setup, validate } from './support'
 
 describe('over HTTP', () => {
   const h = useHarness()
@@ -60,16 +60,7 @@ describe('over HTTP', () => {
 })
 
 describe('HotState rules', () => {
-  const row = (over: Partial<KeyRow> = {}): KeyRow => ({
-    accountId: 'acct_1',
-    productId: 'prod_1',
-    status: 'active',
-    plan: null,
-    expiresAt: null,
-    limit: 3,
-    devices: [],
-    ...over,
-  })
+  const row = keyRow
   const connectionError = () => Object.assign(new Error('connection refused'), { code: 'ECONNREFUSED' })
   const opts = { ttlMs: 60_000, degradedTtlMs: 2_000, maxKeys: 1000 }
 

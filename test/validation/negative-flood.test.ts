@@ -3,20 +3,10 @@
 // in the node's own cache-lookup metric, never in time.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as crypto from '../../src/infra/crypto'
-import { HotState, type KeyRow } from '../../src/modules/validation/hot-state'
+import { HotState } from '../../src/modules/validation/hot-state'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { fingerprint, validate } from './support'
+import { fingerprint, keyRow as row, validate } from './support'
 
-const row = (over: Partial<KeyRow> = {}): KeyRow => ({
-  accountId: 'acct_1',
-  productId: 'prod_1',
-  status: 'active',
-  plan: null,
-  expiresAt: null,
-  limit: 3,
-  devices: [],
-  ...over,
-})
 
 describe('HotState under a flood of unknown keys', () => {
   test('known keys stay in memory: no reload of any known key, every later lookup synchronous', async () => {

@@ -2,6 +2,7 @@
 import type { Sql } from '../../src/infra/db'
 import type { Client, Harness } from '../support/harness'
 import { newKey, newProduct } from '../support/harness'
+import type { KeyRow } from '../../src/modules/validation/hot-state'
 
 export { fingerprint } from '../support/harness'
 
@@ -95,3 +96,15 @@ export async function startDbProxy(targetHost: string, targetPort: number): Prom
     close: down,
   }
 }
+
+/** A hot-state row for the cache's own rules (an active key of acct_1 / prod_1 with 3 slots), with overrides. */
+export const keyRow = (over: Partial<KeyRow> = {}): KeyRow => ({
+  accountId: 'acct_1',
+  productId: 'prod_1',
+  status: 'active',
+  plan: null,
+  expiresAt: null,
+  limit: 3,
+  devices: [],
+  ...over,
+})
