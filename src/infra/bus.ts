@@ -5,6 +5,8 @@
 export type BusMessage =
   /** A license key changed (revoke, extend, activation change, creation): drop its hot state. */
   | { kind: 'key'; accountId: string; keyHash: string }
+  /** Many license keys changed at once (inactivity release, product deletion): one message, one wait. */
+  | { kind: 'keys'; keyHashes: string[] }
   /** An API key was revoked or rotated away: drop the cached principal for this token hash. */
   | { kind: 'api_key'; tokenHash: string }
   /** Account-wide change (plan): drop everything cached for the account. */
@@ -16,6 +18,9 @@ export type BusMessage =
    * every cache drops what it holds (or re-checks it against Postgres) before trusting memory again.
    */
   | { kind: 'resync' }
+
+/** Most key hashes one `keys` message carries: ≈70 KB of JSON, far below NATS's 1 MB default payload. */
+export const KEYS_PER_MESSAGE = 1_000
 
 export type BusState = 'ok' | 'down' | 'embedded'
 

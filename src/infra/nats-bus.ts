@@ -82,7 +82,7 @@ const ackTimeout = invalidations.labels('ack_timeout')
 const enc = new TextEncoder()
 const dec = new TextDecoder()
 /** Messages that change an answer are numbered; device broadcasts only save a read and need no ack. */
-const numbered = (m: BusMessage) => m.kind === 'key' || m.kind === 'api_key' || m.kind === 'account'
+const numbered = (m: BusMessage) => m.kind === 'key' || m.kind === 'keys' || m.kind === 'api_key' || m.kind === 'account'
 const withTimeout = <T>(p: Promise<T>, ms: number) =>
   Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), ms))])
 

@@ -123,4 +123,23 @@ describe.if(clusterMode)('three nodes, one service', () => {
         `after the DELETE was sent (bound 1000 ms)`,
     )
   }, 60_000)
+  test('a product deleted on A: its revoked keys, warm on B and C, answer not_found right after (one message for many keys)', async () => {
+    const product = (await newProduct(c.call, token)).id
+    const created = await pool(Array.from({ length: 30 }), 8, () => newKey(c.call, token, product))
+    const device = fingerprint(0)
+    await pool(created, 6, async (key) => {
+      await warm(key.key_value, device)
+      expect((await c.nodes[0]!.call('POST', `/v1/keys/${key.id}/revoke`, { token, body: {} })).status).toBe(200)
+      for (const node of [1, 2]) expect((await validate(node, key.key_value, device)).body.reason).toBe('revoked')
+    })
+    expect((await c.nodes[0]!.call('DELETE', `/v1/products/${product}`, { token })).status).toBe(204)
+    let stale = 0
+    await pool(created, 6, async (key) => {
+      for (const node of [1, 2]) {
+        const res = await validate(node, key.key_value, device)
+        if (res.status !== 200 || res.body.reason !== 'not_found') stale++
+      }
+    })
+    expect(stale).toBe(0)
+  }, 120_000)
 })

@@ -19,9 +19,8 @@
 import type { Deps } from '../../deps'
 import { releaseInactive } from './repo'
 
+/** Releases per transaction (and per invalidation message: at most KEYS_PER_MESSAGE keys). */
 const BATCH = 500
-/** Bounds the invalidations in flight at once (each waits for every node's acknowledgement). */
-const PUBLISH_CONCURRENCY = 64
 /** Beyond the flush interval: the flush's own duration and clock skew between nodes and Postgres. */
 export const RELEASE_MARGIN_MS = 1_000
 
@@ -44,11 +43,10 @@ export async function releaseInactiveActivations(
   for (;;) {
     const { released, keys } = await deps.sql.begin((tx) => releaseInactive(tx, opts.graceMs, batch))
     total += released
-    // Committed: now the slot is free in Postgres; every node's hot state drops the device before
-    // the next batch (a node that misses the message stops trusting its memory, as for any write).
-    for (let i = 0; i < keys.length; i += PUBLISH_CONCURRENCY) {
-      await Promise.all(keys.slice(i, i + PUBLISH_CONCURRENCY).map((k) => deps.bus.publish({ kind: 'key', ...k })))
-    }
+    // Committed: now the slot is free in Postgres; every node's hot state drops the batch's keys before
+    // the next batch, through one message and one wait (a node that misses it stops trusting its
+    // memory, as for any write).
+    if (keys.length > 0) await deps.bus.publish({ kind: 'keys', keyHashes: keys })
     if (released < batch) return total
   }
 }

@@ -4,7 +4,7 @@
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
-import { emit, SYSTEM, type Actor } from '../events/outbox'
+import { emit, emitMany, SYSTEM, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 
 type ActivationRow = {
@@ -134,7 +134,7 @@ export async function releaseSlot(
  * status = 'active', so concurrent sweeps never release (or announce) the same activation twice; a
  * row that a last-seen flush holds is skipped and re-read by the next sweep. No key row lock is taken
  * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Returns the keys whose
- * slots changed, for the invalidation.
+ * slots changed (their hashes), for the invalidation.
  */
 export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
   const rows = await tx<(ActivationRow & { account_id: string; key_id: string; product_id: string; key_hash: string })[]>`
@@ -151,14 +151,19 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
     where a.id = due.id and a.status = 'active' and k.id = a.key_id
     returning a.id, a.device_fingerprint, a.app_version, a.country, a.status, a.activated_at, a.last_validated_at,
       a.deactivated_at, a.deactivation_reason, a.account_id, a.key_id, a.product_id, k.key_hash`
-  const keys = new Map<string, { accountId: string; keyHash: string }>()
-  for (const r of rows) keys.set(r.key_id, { accountId: r.account_id, keyHash: r.key_hash })
-  // one event per release; sent together, so the transaction's connection pipelines them (measured:
-  // a round trip each otherwise, most of a large sweep's time)
-  await Promise.all(
-    rows.map((r) => emit(tx, r.account_id, 'activation.deactivated', { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id }, SYSTEM)),
+  const keyHashes = new Set<string>()
+  for (const r of rows) keyHashes.add(r.key_hash)
+  // one event per release, all in one statement (one per row was most of a large sweep's time)
+  await emitMany(
+    tx,
+    rows.map((r) => ({
+      accountId: r.account_id,
+      type: 'activation.deactivated',
+      data: { activation: toActivation(r), key_id: r.key_id, product_id: r.product_id },
+      actor: SYSTEM,
+    })),
   )
-  return { released: rows.length, keys: [...keys.values()] }
+  return { released: rows.length, keys: [...keyHashes] }
 }
 
 /** A key's active activations, oldest first. */

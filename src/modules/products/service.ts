@@ -1,4 +1,5 @@
 import type { Deps } from '../../deps'
+import { KEYS_PER_MESSAGE } from '../../infra/bus'
 import type { RecordCreated } from '../../core/record-created'
 import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
@@ -61,8 +62,7 @@ export async function deleteProduct(deps: Deps, who: Principal, id: string): Pro
     return keyHashes
   })
   // The deleted (revoked/expired) keys may sit in hot state; they must answer not_found from now on.
-  for (let i = 0; i < keyHashes.length; i += 100) {
-    const batch = keyHashes.slice(i, i + 100)
-    await Promise.all(batch.map((keyHash) => deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })))
+  for (let i = 0; i < keyHashes.length; i += KEYS_PER_MESSAGE) {
+    await deps.bus.publish({ kind: 'keys', keyHashes: keyHashes.slice(i, i + KEYS_PER_MESSAGE) })
   }
 }

@@ -98,6 +98,7 @@ export class HotState extends ReadThroughCache<KeyState> {
     if (bus) {
       this.unsubscribe = bus.subscribe((msg) => {
         if (msg.kind === 'key') this.invalidate(hotKeyOf(msg.keyHash))
+        else if (msg.kind === 'keys') for (const keyHash of msg.keyHashes) this.invalidate(hotKeyOf(keyHash))
         else if (msg.kind === 'device') this.addDevice(hotKeyOf(msg.keyHash), msg.fingerprint)
         else if (msg.kind === 'resync') this.clear()
         // 'account': nothing here depends on the account's plan (the quota reads the principal's plan).
