@@ -41,16 +41,19 @@ try {
   const full = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
   const baseline = mapHandler(keyValue, fingerprint)
   const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
-  const requests = () => Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers, body }))
-  const handlers: [string, (r: Request) => Response | Promise<Response>][] = [
-    ['only building the Request (subtracted)', () => new Response(null)],
-    ['(a) Bun.serve handler: JSON + Map', baseline],
-    ['Keyward fast path (full stack)', full],
+  const signedHeaders = { ...headers, 'keyward-nonce': 'bench-nonce-0123456789abcdef_XYZ' }
+  const requests = (h: Record<string, string>) =>
+    Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers: h, body }))
+  const handlers: [string, (r: Request) => Response | Promise<Response>, Record<string, string>][] = [
+    ['only building the Request (subtracted)', () => new Response(null), headers],
+    ['(a) Bun.serve handler: JSON + Map', baseline, headers],
+    ['Keyward fast path (full stack)', full, headers],
+    ['the same, signed (Keyward-Nonce)', full, signedHeaders],
   ]
   const cpuNs = handlers.map(() => [] as number[])
   for (let round = 0; round < ROUNDS + 1; round++) {
-    for (const [i, [, handle]] of handlers.entries()) {
-      const batch = requests()
+    for (const [i, [, handle, h]] of handlers.entries()) {
+      const batch = requests(h)
       Bun.gc(true)
       const before = process.cpuUsage()
       for (const req of batch) {
@@ -68,9 +71,10 @@ try {
     console.log(`  ${name.padEnd(40)} ${m.toFixed(0).padStart(6)} ns${i > 0 ? `   handler: ${(m - none).toFixed(0).padStart(5)} ns` : ''}`)
   }
   // Paired within each round (slices a few ms apart), so the VM's drifting speed cancels out.
-  const [, a, f] = cpuNs
+  const [, a, f, s] = cpuNs
   console.log(`  the stack's own work over (a): ${median(f.map((x, i) => x - a[i])).toFixed(0)} ns per call ` +
     `(full / (a) per call: ${median(f.map((x, i) => x / a[i])).toFixed(2)}x)`)
+  console.log(`  a signed answer over an unsigned one: ${median(s.map((x, i) => x - f[i])).toFixed(0)} ns per call`)
 } finally {
   await node.stop()
   await db?.drop()

@@ -5,7 +5,10 @@
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
 //   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
-import { hash, randomBytes } from 'node:crypto'
+//   map-signed      (a′), and with a Keyward-Nonce one Ed25519 signature over the answer, as the node
+//                   signs (signed-validate.ts: the most signing can keep of the unsigned throughput)
+import { generateKeyPairSync, hash, randomBytes } from 'node:crypto'
+import { NONCE_HEADER, SIGNATURE_HEADER, signatureOf } from '../../src/http/client-answers'
 import { loadConfig } from '../../src/config'
 import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
@@ -19,6 +22,7 @@ const env = process.env
 export async function startHeavyRoles(role: string) {
   if (role === 'map') return mapBaseline(false)
   if (role === 'map-contract') return mapBaseline(true)
+  if (role === 'map-signed') return mapBaseline(true, true)
   if (role === 'pg') return pgBaseline()
   if (role === 'node-per-query') return perQueryNode()
   if (role === 'memory') return memoryFigure()
@@ -54,13 +58,28 @@ export function mapHandler(keyValue: string, fingerprint: string, contract = fal
   }
 }
 
-function mapBaseline(contract: boolean) {
+function mapBaseline(contract: boolean, signing = false) {
+  const handler = mapHandler(env.BENCH_KEY!, env.BENCH_FP!, contract)
+  let validate = handler
+  if (signing) {
+    const key = { kid: 'bench', privateKey: generateKeyPairSync('ed25519').privateKey }
+    validate = async (req) => {
+      const nonce = req.headers.get(NONCE_HEADER)
+      const res = await handler(req)
+      if (nonce === null) return res
+      // the node's own signing function, over the text of the same answer
+      const text = await res.text()
+      const signed = new Response(text, res)
+      signed.headers.set(SIGNATURE_HEADER, signatureOf(key, '/v1/validate', nonce, text))
+      return signed
+    }
+  }
   Bun.serve({
     port: Number(env.BENCH_PORT),
     hostname: '127.0.0.1',
     routes: {
       '/healthz': new Response('ok'),
-      '/v1/validate': { POST: mapHandler(env.BENCH_KEY!, env.BENCH_FP!, contract) },
+      '/v1/validate': { POST: validate },
     },
   })
 }

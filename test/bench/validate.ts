@@ -22,6 +22,7 @@ import { hashKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
+import { freePort, waitFor } from './servers'
 import { startHeavyRoles } from './validate-roles'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
@@ -43,24 +44,6 @@ interface Load {
   p50: number
   p99: number
   errors: number
-}
-
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-  const port = s.port
-  s.stop(true)
-  return port
-}
-
-async function waitFor(url: string, ms = 60_000) {
-  const until = Date.now() + ms
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(url)).ok) return
-    } catch {}
-    await Bun.sleep(100)
-  }
-  throw new Error(`${url} did not come up`)
 }
 
 function hasWrk(): boolean {
