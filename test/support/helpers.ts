@@ -8,6 +8,16 @@ import { client, testConfig, type Client, type Harness, type Reply } from './har
 export const ISO_MS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 export const ID = (prefix: string) => new RegExp(`^${prefix}_[0-9A-HJKMNP-TV-Z]{26}$`)
 export const KEY_VALUE = /^([0-9A-HJKMNP-TV-Z]{5}-){4}[0-9A-HJKMNP-TV-Z]{5}$/
+/** A create (or operator issue) answer of an API key: the token shown once, with its prefix. */
+export const newApiKeyShape = (name: string, scope: string, token: string) => ({
+  id: expect.stringMatching(ID('ak')),
+  name,
+  scope,
+  token: expect.stringMatching(/^kw_[A-Za-z0-9]{32}$/),
+  token_prefix: token.slice(0, 7),
+  created_at: expect.stringMatching(ISO_MS),
+  last_used_at: null,
+})
 export const inDays = (d: number) => new Date(Date.now() + d * 86_400_000).toISOString()
 
 /** An RFC 9457 problem with the contract's fields; `errors` only (and always) on 400. */
