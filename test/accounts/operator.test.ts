@@ -6,7 +6,6 @@ import { eventsOf, expectProblem, ID, insertActivation, ISO_MS, newApiKeyShape }
 
 setDefaultTimeout(30_000)
 
-
 let h: Harness
 beforeAll(async () => {
   h = await startHarness()
