@@ -1,6 +1,6 @@
 // The Keyward client: signed validation with offline grace, the self-service device screen, a
 // heartbeat for floating seats, the device fingerprint and offline license checks.
-import { toBase64Url, randomBytes, sha256 } from './encoding.js'
+import { fromUtf8, toBase64Url, randomBytes, sha256 } from './encoding.js'
 import { KeywardError, RateLimitedError, SignatureError, UnreachableError } from './errors.js'
 import { deriveFingerprint } from './fingerprint.js'
 import { checkLicense, type LicenseResult } from './license.js'
@@ -36,6 +36,8 @@ export interface KeywardOptions {
   fingerprint?: string
   /** The clock (ms since the epoch); tests inject one. */
   now?: () => number
+  /** How the client waits (backoff, `retry_after`); default setTimeout. Tests inject one, an app may make waits cancellable. */
+  sleep?: (ms: number) => Promise<void>
 }
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>
@@ -129,6 +131,7 @@ export class Keyward {
   private readonly backoffMs: number
   private readonly waitOnRateLimit: boolean | number
   private readonly now: () => number
+  private readonly sleep: (ms: number) => Promise<void>
   private key: string | undefined
   private fingerprintValue: Promise<string> | undefined
   /** The last key/device binding computed (the same one on every call of a running app). */
@@ -148,6 +151,7 @@ export class Keyward {
     this.backoffMs = options.backoffMs ?? 500
     this.waitOnRateLimit = options.waitOnRateLimit ?? false
     this.now = options.now ?? Date.now
+    this.sleep = options.sleep ?? sleep
     if (options.fingerprint !== undefined) {
       if (!/^[0-9a-fA-F]{64}$/.test(options.fingerprint)) throw new TypeError('Keyward: fingerprint must be 64 hex characters')
       this.fingerprintValue = Promise.resolve(options.fingerprint.toLowerCase())
@@ -196,7 +200,7 @@ export class Keyward {
       return toValid(json, false, signedAt)
     }
     if (json?.valid === false && DEFINITIVE.includes(json.reason)) {
-      await this.storage.remove(ANSWER)
+      await this.forget(binding)
       return { valid: false, reason: json.reason, offline: false, signedAt }
     }
     throw new KeywardError({ code: 'unexpected_answer', status: answer.status, detail: 'the validate answer has an unknown shape', requestId: answer.requestId, signed: true })
@@ -232,9 +236,10 @@ export class Keyward {
     const key = this.keyOf(input.key)
     const own = await this.fingerprint()
     const target = (fingerprint ?? own).toLowerCase()
-    const { json } = await this.signedCall('/v1/deactivate', { key, device_fingerprint: target }, await this.bindingOf(key, own))
+    const binding = await this.bindingOf(key, own)
+    const { json } = await this.signedCall('/v1/deactivate', { key, device_fingerprint: target }, binding)
     // This device signed out: its stored answer must not keep it licensed offline.
-    if (target === own) await this.storage.remove(ANSWER)
+    if (target === own) await this.forget(binding)
     return { deactivated: json.deactivated === true, activationsUsed: json.activations_used, activationLimit: json.activation_limit }
   }
 
@@ -314,6 +319,17 @@ export class Keyward {
     const input = `keyward-binding/v1\n${normalized}\n${fingerprint}`
     if (this.binding?.input !== input) this.binding = { input, value: toBase64Url((await sha256(input)).slice(0, 15)) }
     return this.binding.value
+  }
+
+  /** Forgets the stored answer if it is the one of this key and device (another key's answer stays). */
+  private async forget(binding: string): Promise<void> {
+    const raw = await this.storage.get(ANSWER)
+    if (raw === null) return
+    let stored: Partial<StoredGrace> | null = null
+    try {
+      stored = JSON.parse(raw)
+    } catch {}
+    if (!stored || stored.binding === binding || typeof stored.binding !== 'string') await this.storage.remove(ANSWER)
   }
 
   /** Records the latest clock value seen and returns the one stored before (0 when none). */
@@ -396,7 +412,7 @@ export class Keyward {
           const wait = init.retryAfter ?? 1
           const allowed = this.waitOnRateLimit === true ? Infinity : typeof this.waitOnRateLimit === 'number' ? this.waitOnRateLimit : -1
           if (wait <= allowed) {
-            await sleep(wait * 1000)
+            await this.sleep(wait * 1000)
             attempt = -1 // a rate-limit wait is not a failure: the retry budget starts again
             continue
           }
@@ -405,9 +421,9 @@ export class Keyward {
         throw new KeywardError({ code: typeof problem.code === 'string' ? problem.code : `http_${res.status}`, ...init })
       }
       const verified = await verifyAnswer(key, header, path, nonce, bytes, this.now(), requestId)
-      const json = parseJson(bytes)
+      const text = fromUtf8(bytes)
+      const json = parseJsonText(text)
       if (json === null) throw new SignatureError('the signed answer is not JSON', requestId)
-      const text = new TextDecoder('utf-8', { ignoreBOM: true }).decode(bytes)
       return { status: res.status, json, requestId, signed: { path, nonce, t: verified.t, kid: verified.kid, sig: sigOf(header!), body: text } }
     }
   }
@@ -431,7 +447,7 @@ export class Keyward {
 
   private backoff(attempt: number): Promise<void> {
     const ceiling = Math.min(30_000, this.backoffMs * 2 ** attempt)
-    return sleep(Math.random() * ceiling) // full jitter: clients that failed together do not retry together
+    return this.sleep(Math.random() * ceiling) // full jitter: clients that failed together do not retry together
   }
 }
 
@@ -447,13 +463,15 @@ function toValid(json: any, offline: boolean, signedAt: Date): ValidateResult {
   }
 }
 
-function parseJson(bytes: Uint8Array): any {
+function parseJsonText(text: string): any {
   try {
-    return JSON.parse(new TextDecoder().decode(bytes))
+    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
   } catch {
     return null
   }
 }
+
+const parseJson = (bytes: Uint8Array) => parseJsonText(fromUtf8(bytes))
 
 function retryAfterOf(problem: any, res: Response): number | null {
   if (Number.isFinite(problem?.retry_after)) return problem.retry_after

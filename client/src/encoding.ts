@@ -20,17 +20,24 @@ export function toBase64Url(bytes: Uint8Array): string {
 
 export const toHex = (bytes: Uint8Array) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('')
 
-export const utf8 = (text: string) => new TextEncoder().encode(text)
+const ENCODER = new TextEncoder()
+/** Keeps a leading BOM as text, so decoding and re-encoding gives back the same bytes (stored answers). */
+const DECODER = new TextDecoder('utf-8', { ignoreBOM: true })
+
+export const utf8 = (text: string) => ENCODER.encode(text)
+
+export const fromUtf8 = (bytes: Uint8Array) => DECODER.decode(bytes)
+
+/** `head` as UTF-8 followed by `tail`, in one allocation. */
+export function utf8Then(head: string, tail: Uint8Array): Uint8Array {
+  const out = new Uint8Array(head.length * 3 + tail.length)
+  const { written } = ENCODER.encodeInto(head, out)
+  out.set(tail, written)
+  return out.subarray(0, written + tail.length)
+}
 
 export async function sha256(text: string): Promise<Uint8Array> {
   return new Uint8Array(await crypto.subtle.digest('SHA-256', utf8(text)))
-}
-
-export function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length)
-  out.set(a, 0)
-  out.set(b, a.length)
-  return out
 }
 
 export function randomBytes(n: number): Uint8Array {

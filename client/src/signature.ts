@@ -4,7 +4,7 @@
 // nonce and knows the path, so a valid signature proves the answer is this account's, for this request,
 // and (with t near the local clock) fresh. Nothing here trusts the body before the signature is checked.
 import { KeywardError, SignatureError } from './errors.js'
-import { concat, fromBase64, utf8 } from './encoding.js'
+import { fromBase64, utf8, utf8Then } from './encoding.js'
 
 export const ANSWER_PREFIX = 'keyward-answer/v1\n'
 /** How far `t` may be from the local clock, either way. */
@@ -65,7 +65,7 @@ export interface SignedAnswer {
 }
 
 export function signedMessage(path: string, nonce: string, t: number, body: Uint8Array): Uint8Array {
-  return concat(utf8(`${ANSWER_PREFIX}${path}\n${nonce}\n${t}\n`), body)
+  return utf8Then(`${ANSWER_PREFIX}${path}\n${nonce}\n${t}\n`, body)
 }
 
 /**

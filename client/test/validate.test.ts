@@ -140,6 +140,15 @@ test('a definitive refusal forgets the stored answer: no grace afterwards', asyn
   }
 })
 
+test('a refusal of another key leaves this key\'s stored answer (a mistyped key does not end grace)', async () => {
+  const kw = client()
+  await kw.validate({ key: KEY })
+  fake.validateAnswer = { valid: false, reason: 'not_found' }
+  expect(await kw.validate({ key: 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012' })).toMatchObject({ valid: false, reason: 'not_found' })
+  fake.mode = 'down'
+  expect(await kw.validate({ key: KEY })).toMatchObject({ valid: true, offline: true })
+})
+
 test('a stored answer is re-verified when read: a tampered one, or one for another key or device, gives no grace', async () => {
   const storage = memoryStorage()
   const kw = client({ storage })
