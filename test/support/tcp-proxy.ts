@@ -7,6 +7,11 @@ export interface TcpProxy {
   url(scheme: string): string
   /** Drops every open connection and refuses new ones until `restore`. */
   cut(): void
+  /**
+   * Drops every open connection and stops listening until `restore` (which listens again on the same
+   * port): connection refused, as when nothing runs there (a server that is down).
+   */
+  refuse(): void
   restore(): void
   /** Keeps connections open but forwards nothing (a hung server or a silent network drop). */
   stall(): void
@@ -69,64 +74,74 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     pair.client.end()
     pair.upstream?.end()
   }
-  const server = Bun.listen<Side>({
-    hostname: '127.0.0.1',
-    port: 0,
-    socket: {
-      open(client) {
-        const pair: Pair = { client, upstream: null, early: [], held: { down: [], up: [] } }
-        client.data = { pair, queue: [] }
-        if (!open) return void client.end()
-        pairs.add(pair)
-        if (silent > 0) {
-          silent--
-          pair.silent = true // no upstream: the client hears nothing on this connection
-          return
-        }
-        Bun.connect<Side>({
-          hostname: targetHost,
-          port: targetPort,
-          data: { pair, queue: [] },
-          socket: {
-            open(upstream) {
-              if (!pairs.has(pair)) return void upstream.end()
-              pair.upstream = upstream
-              for (const chunk of pair.early) forward(upstream, chunk)
-              pair.early = []
+  const listen = (port: number) =>
+    Bun.listen<Side>({
+      hostname: '127.0.0.1',
+      port,
+      socket: {
+        open(client) {
+          const pair: Pair = { client, upstream: null, early: [], held: { down: [], up: [] } }
+          client.data = { pair, queue: [] }
+          if (!open) return void client.end()
+          pairs.add(pair)
+          if (silent > 0) {
+            silent--
+            pair.silent = true // no upstream: the client hears nothing on this connection
+            return
+          }
+          Bun.connect<Side>({
+            hostname: targetHost,
+            port: targetPort,
+            data: { pair, queue: [] },
+            socket: {
+              open(upstream) {
+                if (!pairs.has(pair)) return void upstream.end()
+                pair.upstream = upstream
+                for (const chunk of pair.early) forward(upstream, chunk)
+                pair.early = []
+              },
+              data: (_, chunk) => {
+                if (stalled) return
+                if (paused) pair.held.down.push(chunk.slice())
+                else forward(pair.client, chunk)
+              },
+              drain,
+              close: () => drop(pair),
+              error: () => drop(pair),
             },
-            data: (_, chunk) => {
-              if (stalled) return
-              if (paused) pair.held.down.push(chunk.slice())
-              else forward(pair.client, chunk)
-            },
-            drain,
-            close: () => drop(pair),
-            error: () => drop(pair),
-          },
-        }).catch(() => drop(pair))
+          }).catch(() => drop(pair))
+        },
+        data(client, chunk) {
+          const pair = client.data.pair
+          if (stalled || pair.silent) return
+          if (paused) pair.held.up.push(chunk.slice())
+          else if (pair.upstream) forward(pair.upstream, chunk)
+          else pair.early.push(chunk.slice())
+        },
+        drain,
+        close: (client) => drop(client.data.pair),
+        error: (client) => drop(client.data.pair),
       },
-      data(client, chunk) {
-        const pair = client.data.pair
-        if (stalled || pair.silent) return
-        if (paused) pair.held.up.push(chunk.slice())
-        else if (pair.upstream) forward(pair.upstream, chunk)
-        else pair.early.push(chunk.slice())
-      },
-      drain,
-      close: (client) => drop(client.data.pair),
-      error: (client) => drop(client.data.pair),
-    },
-  })
+    })
+  let server: ReturnType<typeof listen> | null = listen(0)
+  const port = server.port
   return {
-    port: server.port,
-    url: (scheme) => `${scheme}://127.0.0.1:${server.port}`,
+    port,
+    url: (scheme) => `${scheme}://127.0.0.1:${port}`,
     cut() {
       open = false
       for (const pair of [...pairs]) drop(pair)
     },
+    refuse() {
+      open = false
+      for (const pair of [...pairs]) drop(pair)
+      server?.stop(true)
+      server = null
+    },
     restore() {
       open = true
       stalled = false
+      server ??= listen(port)
     },
     stall() {
       stalled = true
@@ -153,7 +168,8 @@ export async function startTcpProxy(targetHost: string, targetPort: number): Pro
     close() {
       open = false
       for (const pair of [...pairs]) drop(pair)
-      server.stop(true)
+      server?.stop(true)
+      server = null
     },
   }
 }
