@@ -1,18 +1,21 @@
-// The built package (dist/) in headless Chromium: a page on one origin imports it and validates
-// against the fake signing server on another origin (CORS), so signature verification runs on the
-// browser's own WebCrypto Ed25519. Also: a forged answer is refused there, the fingerprint falls back
-// to a random id kept in localStorage, and grace works from localStorage.
+// The built package (dist/) in headless Chromium: a page on one origin imports it and calls a real
+// Keyward node on another origin (CORS: the preflight, and the exposed Keyward-Signature header), so
+// signature verification runs on the browser's own WebCrypto Ed25519 against the node's genuine
+// answers: validate, a refusal, a signed 403, the devices screen, deactivate, and a genuine answer
+// altered on the way refused. Against the fake signing server on a third origin: a forged answer is
+// refused, the fingerprint falls back to a random id kept in localStorage, and grace works from it.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, normalize } from 'node:path'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
+import { chromiumPresent, launchChromium } from '../../test/support/chromium'
+import { newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
 import { startFakeServer, type FakeServer } from './support/fake-server'
 
-const CHROMIUM = '/usr/bin/chromium'
-const present = existsSync(CHROMIUM)
-if (!present) console.warn(`client browser test: skipped, ${CHROMIUM} is missing (apt-get install -y chromium; .ci/run installs it)`)
+const present = chromiumPresent('client/test/browser.test.ts')
 
 setDefaultTimeout(120_000)
+const h = useHarness()
 const ROOT = join(import.meta.dir, '..')
 const DIST = join(ROOT, 'dist')
 
@@ -37,10 +40,7 @@ beforeAll(async () => {
       return new Response(readFileSync(file), { headers: { 'content-type': 'text/javascript' } })
     },
   })
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  })
+  browser = await launchChromium()
 }, 120_000)
 afterAll(async () => {
   await browser?.close()
@@ -103,5 +103,76 @@ test.skipIf(!present)('in Chromium: validate across origins is verified, forgeri
   fake.mode = 'down'
   expect(await run('down')).toEqual({ mode: 'down', valid: true, offline: true })
   fake.mode = 'ok'
+  await page.close()
+})
+
+test.skipIf(!present)('in Chromium against a real node across origins: validate, refusal, signed 403, devices, deactivate verified by the browser', async () => {
+  const { token } = await h.account()
+  const validateToken = await scopedToken(h.call, token, 'validate')
+  const readToken = await scopedToken(h.call, token, 'keys:read')
+  const productId = (await newProduct(h.call, token)).id
+  const key = (await newKey(h.call, token, productId, { plan: 'web', activation_limit: 2 })) as { id: string; key_value: string }
+  const revoked = (await newKey(h.call, token, productId)) as { id: string; key_value: string }
+  expect((await h.call('POST', `/v1/keys/${revoked.id}/revoke`, { token, body: {} })).status).toBe(200)
+  const publicKey = (await h.call('GET', '/v1/offline/public-key', { token: validateToken })).body.public_key
+
+  const page = await browser.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (e) => errors.push(String(e)))
+  await page.goto(`http://127.0.0.1:${site.port}/`)
+  expect(new URL(h.node.url).origin).not.toBe(`http://127.0.0.1:${site.port}`)
+  const out = await page.evaluate(
+    async ({ api, validateToken, readToken, publicKey, productId, key, revokedKey }) => {
+      const { Keyward } = await import('/dist/index.js' as string)
+      const make = (opts: object = {}) => new Keyward({ baseUrl: api, token: validateToken, publicKey, productId, retries: 0, ...opts })
+      const outcome = (p: Promise<any>) => p.then((r) => ({ valid: r.valid, reason: r.reason }), (e) => ({ name: e.name, code: e.code, status: e.status, signed: e.signed }))
+      localStorage.clear()
+      const kw = make()
+      const first = await kw.validate({ key, deviceName: 'web app', appVersion: 'web-1' })
+      const stored = localStorage.getItem('keyward:answer')
+      const screen = await kw.devices()
+      // The node's genuine answer with one byte changed on the way: the browser's own check refuses it.
+      const tampering = make({
+        fetch: async (input: string, init: RequestInit) => {
+          const res = await fetch(input, init)
+          const text = (await res.text()).replace('"valid":true', '"valid": true')
+          return new Response(text, { status: res.status, headers: res.headers })
+        },
+      })
+      return {
+        origin: location.origin,
+        fingerprint: await kw.fingerprint(),
+        first: { valid: first.valid, plan: first.plan, offline: first.offline, activationsUsed: first.activationsUsed, age: Date.now() - first.signedAt.getTime() },
+        stored: stored === null ? null : JSON.parse(stored).path,
+        devices: screen.devices.map((d: any) => ({ name: d.name, appVersion: d.appVersion, current: d.current })),
+        refusal: await outcome(make().validate({ key: revokedKey })),
+        forbidden: await outcome(make({ token: readToken }).validate({ key })),
+        tampered: await outcome(tampering.validate({ key })),
+        deactivated: await kw.deactivate(),
+        storedAfter: localStorage.getItem('keyward:answer'),
+      }
+    },
+    { api: h.node.url, validateToken, readToken, publicKey, productId, key: key.key_value, revokedKey: revoked.key_value },
+  )
+  expect(errors).toEqual([])
+  expect(out.first).toMatchObject({ valid: true, plan: 'web', offline: false, activationsUsed: 1 })
+  expect(Math.abs(out.first.age)).toBeLessThan(5 * 60_000)
+  expect(out.stored).toBe('/v1/validate')
+  expect(out.devices).toEqual([{ name: 'web app', appVersion: 'web-1', current: true }])
+  expect(out.refusal).toEqual({ valid: false, reason: 'revoked' })
+  expect(out.forbidden).toEqual({ name: 'KeywardError', code: 'insufficient_scope', status: 403, signed: true })
+  expect(out.tampered).toMatchObject({ name: 'SignatureError', code: 'bad_signature' })
+  expect(out.deactivated).toEqual({ deactivated: true, activationsUsed: 0, activationLimit: 2 })
+  expect(out.storedAfter).toBeNull()
+  // What the node recorded: the page's device (the browser fingerprint), its name and version, released by the user.
+  const detail = (await h.call('GET', `/v1/keys/${key.id}`, { token })).body
+  expect(detail.activations).toHaveLength(1)
+  expect(detail.activations[0]).toMatchObject({
+    device_fingerprint: out.fingerprint,
+    device_name: 'web app',
+    app_version: 'web-1',
+    status: 'deactivated',
+    deactivation_reason: 'user',
+  })
   await page.close()
 })
