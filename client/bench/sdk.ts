@@ -1,21 +1,51 @@
-// Benchmark: verified validate calls per second through @keyward/client against a local signing
-// server (a separate process), beside plain fetch of the same route, and the client's own CPU per
-// call. Run: bun client/bench/sdk.ts [calls] [concurrency]   (a program, not a test: run it on a quiet machine)
+// Benchmark: verified validate calls per second through @keyward/client against a real local Keyward
+// node, beside plain fetch of the same route (unsigned, and signed but not verified), and the client's
+// own CPU per call. The node runs in its own process (`bun src/main.ts`, embedded PGlite, or the
+// Postgres of DATABASE_URL), so the CPU figures are this process's: the client's alone.
+// A program, not a test: run it on a quiet machine.
+//
+//   bun client/bench/sdk.ts [calls] [concurrency]
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun client/bench/sdk.ts
+//   BENCH_ROUNDS=5 bun client/bench/sdk.ts 5000 8
+//
+// Each round measures the three clients one after another; every figure printed is the median over
+// the rounds. "SDK's own CPU" is the client's CPU per call minus that of plain fetch of the same
+// signed request: the nonce, the signature check, the JSON and the grace bookkeeping.
+import { spawn } from 'bun'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { createDatabaseOn } from '../../test/support/harness'
+import { ADMIN_TOKEN, prepareBenchKey } from '../../test/bench/fixture'
+import { median } from '../../test/bench/stats'
 import { Keyward, memoryStorage } from '../src/index.ts'
 
 const CALLS = Number(process.argv[2] ?? 5000)
 const CONCURRENCY = Number(process.argv[3] ?? 8)
-const KEY = 'ABCDE-FGHJK-MNPQR-STVWX-YZ012'
-const FP = 'a'.repeat(64)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
+const ROOT = join(import.meta.dir, '..', '..')
+const SECRET_KEY = 'cd'.repeat(32)
 
-const server = Bun.spawn(['bun', `${import.meta.dir}/server.ts`], { stdout: 'pipe', stderr: 'inherit' })
-const reader = server.stdout.getReader()
-let first = ''
-while (!first.includes('\n')) first += new TextDecoder().decode((await reader.read()).value)
-const { url, publicKey } = JSON.parse(first.split('\n')[0])
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
+  const port = s.port
+  s.stop(true)
+  return port
+}
 
-async function run(label: string, call: () => Promise<unknown>) {
-  for (let i = 0; i < 200; i++) await call() // warm-up
+async function waitFor(url: string, ms = 60_000) {
+  const until = Date.now() + ms
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(url)).ok) return
+    } catch {}
+    await Bun.sleep(100)
+  }
+  throw new Error(`${url} did not come up`)
+}
+
+/** CALLS calls, CONCURRENCY at a time: calls per second and this process's CPU (user + system) per call. */
+async function measure(call: () => Promise<unknown>) {
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   let next = 0
@@ -26,33 +56,98 @@ async function run(label: string, call: () => Promise<unknown>) {
   )
   const seconds = (performance.now() - t0) / 1000
   const cpu = process.cpuUsage(cpu0)
-  const cpuUs = (cpu.user + cpu.system) / CALLS
-  console.log(`${label.padEnd(34)} ${(CALLS / seconds).toFixed(0).padStart(7)} calls/s   client CPU ${cpuUs.toFixed(0).padStart(4)} µs/call`)
-  return { rate: CALLS / seconds, cpuUs }
+  return { rate: CALLS / seconds, cpuUs: (cpu.user + cpu.system) / CALLS }
 }
 
-const body = JSON.stringify({ key: KEY, device_fingerprint: FP })
-const plain = await run('plain fetch (unsigned, no checks)', async () => {
-  const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { authorization: 'Bearer kw_test', 'content-type': 'application/json' }, body })
-  const json = await res.json()
-  if (!json.valid) throw new Error('unexpected answer')
+const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
+const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-sdk-'))
+const env = { ...process.env } as Record<string, string>
+delete env.NATS_URL
+delete env.REDIS_URL
+const port = await freePort()
+const node = spawn(['bun', join(ROOT, 'src/main.ts')], {
+  env: {
+    ...env,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    ADMIN_TOKEN,
+    SECRET_KEY,
+    LOG_LEVEL: 'warn',
+    DEMO_ACCOUNT: 'false',
+    DATA_DIR: dataDir,
+    ...(db ? { DATABASE_URL: db.url } : {}),
+  },
+  stdout: 'ignore',
+  stderr: 'inherit',
 })
-const kw = new Keyward({ baseUrl: url, token: 'kw_test', publicKey, fingerprint: FP, storage: memoryStorage() })
-const sdk = await run('Keyward.validate (signed, verified)', async () => {
-  const r = await kw.validate({ key: KEY })
-  if (!r.valid || r.offline) throw new Error('unexpected answer')
-})
+try {
+  const url = `http://127.0.0.1:${port}`
+  await waitFor(`${url}/healthz`)
+  const bench = await prepareBenchKey(url)
+  const publicKey = ((await (await fetch(`${url}/v1/offline/public-key`, { headers: { authorization: `Bearer ${bench.token}` } })).json()) as any).public_key
+  const headers = { authorization: `Bearer ${bench.token}`, 'content-type': 'application/json' }
 
-// One Ed25519 verification alone, as the SDK does it (WebCrypto).
-const key = await crypto.subtle.importKey('raw', Uint8Array.from(atob(publicKey), (c) => c.charCodeAt(0)), { name: 'Ed25519' }, false, ['verify'])
-const msg = new Uint8Array(200)
-const sig = new Uint8Array(64)
-const N = 5000
-const v0 = performance.now()
-for (let i = 0; i < N; i++) await crypto.subtle.verify({ name: 'Ed25519' }, key, sig, msg)
-const verifyUs = ((performance.now() - v0) * 1000) / N
+  const clients: Record<string, () => Promise<unknown>> = {
+    'plain fetch (unsigned, no checks)': async () => {
+      const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers, body: bench.body })
+      if ((await res.json()).valid !== true) throw new Error('unexpected answer')
+    },
+    'plain fetch (signed, not verified)': async () => {
+      const nonce = crypto.randomUUID().replace(/-/g, '')
+      const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { ...headers, 'keyward-nonce': nonce }, body: bench.body })
+      if ((await res.json()).valid !== true || !res.headers.get('keyward-signature')) throw new Error('unexpected answer')
+    },
+    'Keyward.validate (signed, verified)': (() => {
+      const kw = new Keyward({ baseUrl: url, token: bench.token, publicKey, fingerprint: bench.fingerprint, storage: memoryStorage(), retries: 0 })
+      return async () => {
+        const r = await kw.validate({ key: bench.keyValue, appVersion: '1.0.0' })
+        if (!r.valid || r.offline) throw new Error('unexpected answer')
+      }
+    })(),
+  }
+  const names = Object.keys(clients)
+  for (const name of names) for (let i = 0; i < 300; i++) await clients[name]!() // warm-up (and the node's signing key loaded)
 
-console.log(`one Ed25519 verify (WebCrypto)      ${verifyUs.toFixed(0).padStart(4)} µs`)
-console.log(`SDK / plain throughput: ${(sdk.rate / plain.rate).toFixed(2)}×; SDK's extra CPU per call: ${(sdk.cpuUs - plain.cpuUs).toFixed(0)} µs`)
-console.log(`(${CALLS} calls each, concurrency ${CONCURRENCY}, ${process.versions.bun ? `bun ${process.versions.bun}` : `node ${process.version}`})`)
-server.kill()
+  const results = new Map(names.map((n) => [n, { rate: [] as number[], cpuUs: [] as number[] }]))
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const name of names) {
+      const m = await measure(clients[name]!)
+      results.get(name)!.rate.push(m.rate)
+      results.get(name)!.cpuUs.push(m.cpuUs)
+    }
+  }
+
+  // One Ed25519 verification alone, as the client does it (WebCrypto), on a real signed answer.
+  const nonce = 'bench-verify-0123456789abcdef'
+  const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { ...headers, 'keyward-nonce': nonce }, body: bench.body })
+  const body = new Uint8Array(await res.arrayBuffer())
+  const [, t, sig] = /t=(\d+), sig=(\S+)$/.exec(res.headers.get('keyward-signature')!)!
+  const message = new Uint8Array([...new TextEncoder().encode(`keyward-answer/v1\n/v1/validate\n${nonce}\n${t}\n`), ...body])
+  const key = await crypto.subtle.importKey('raw', Uint8Array.from(atob(publicKey), (c) => c.charCodeAt(0)), { name: 'Ed25519' }, false, ['verify'])
+  const signature = Uint8Array.from(atob(sig!), (c) => c.charCodeAt(0))
+  const N = 5000
+  const v0 = process.cpuUsage()
+  for (let i = 0; i < N; i++) if (!(await crypto.subtle.verify({ name: 'Ed25519' }, key, signature, message))) throw new Error('bad signature')
+  const v = process.cpuUsage(v0)
+  const verifyUs = (v.user + v.system) / N
+
+  console.log(`Validate through the client against a local node (${db ? 'Postgres of DATABASE_URL' : 'embedded PGlite'}, its own process)`)
+  console.log(`${CALLS} calls per run, concurrency ${CONCURRENCY}, median of ${ROUNDS} rounds, ${process.versions.bun ? `bun ${process.versions.bun}` : `node ${process.version}`}, ${navigator.hardwareConcurrency} cores\n`)
+  const row = (name: string) => {
+    const r = results.get(name)!
+    return { rate: median(r.rate), cpuUs: median(r.cpuUs) }
+  }
+  for (const name of names) {
+    const r = row(name)
+    console.log(`${name.padEnd(36)} ${r.rate.toFixed(0).padStart(7)} calls/s   client CPU ${r.cpuUs.toFixed(0).padStart(4)} µs/call`)
+  }
+  const [unsigned, signed, sdk] = names.map(row) as [ReturnType<typeof row>, ReturnType<typeof row>, ReturnType<typeof row>]
+  console.log(`one Ed25519 verify (WebCrypto, CPU)   ${verifyUs.toFixed(0).padStart(4)} µs`)
+  console.log(`SDK / plain signed fetch throughput: ${(sdk.rate / signed.rate).toFixed(2)}×  (SDK / plain unsigned: ${(sdk.rate / unsigned.rate).toFixed(2)}×)`)
+  console.log(`SDK's own CPU per call (SDK − plain signed fetch): ${(sdk.cpuUs - signed.cpuUs).toFixed(0)} µs`)
+} finally {
+  node.kill()
+  await node.exited
+  rmSync(dataDir, { recursive: true, force: true })
+  await db?.drop()
+}
