@@ -9,7 +9,8 @@
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
 // `validate` token), KEYWARD_PUBLIC_KEY (`public_key` from GET /v1/offline/public-key),
-// KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer).
+// KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
+// LICENSED_CLI_HOME when set.
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
@@ -34,6 +35,19 @@ const fail = (message) => {
   process.exit(1)
 }
 
+/** The words for a failed call (a KeywardError; anything else is a bug and crashes). */
+function problem(err, unreachable = 'the license server cannot be reached: try again when online') {
+  if (!(err instanceof KeywardError)) throw err
+  const why = {
+    unreachable,
+    rate_limited: `too many checks today; try again in ${err.retryAfter} s`,
+    bad_signature: 'the answer was not signed by the license server: refusing it',
+    unauthorized: 'this build carries a retired token: please update the app',
+    deactivation_limit: 'this key has no device releases left: contact support',
+  }
+  return why[err.code] ?? `license check failed: ${err.code} ${err.detail} (${err.requestId ?? 'no request id'})`
+}
+
 /** Validates and explains every outcome; true when the app may run. */
 async function licensed(key) {
   try {
@@ -51,14 +65,7 @@ async function licensed(key) {
     console.error(why[r.reason])
     return false
   } catch (err) {
-    if (!(err instanceof KeywardError)) throw err
-    const why = {
-      unreachable: 'the license server cannot be reached and the grace period is over (or never started)',
-      rate_limited: `too many checks today; try again in ${err.retryAfter} s`,
-      bad_signature: 'the answer was not signed by the license server: refusing it',
-      unauthorized: 'this build carries a retired token: please update the app',
-    }
-    console.error(why[err.code] ?? `license check failed: ${err.code} ${err.detail} (${err.requestId ?? 'no request id'})`)
+    console.error(problem(err, 'the license server cannot be reached and the grace period is over (or never started)'))
     return false
   }
 }
@@ -91,8 +98,9 @@ switch (command) {
   }
   case 'devices': {
     const key = savedKey() ?? fail('not activated')
-    const d = await keyward.devices({ key })
-    console.log(`${d.activationsUsed}/${d.activationLimit} devices (${d.status})`)
+    const d = await keyward.devices({ key }).catch((err) => fail(problem(err)))
+    const releases = d.deactivationsAllowed === null ? '' : `, ${Math.max(0, d.deactivationsAllowed - d.deactivationsUsed)} of ${d.deactivationsAllowed} releases left`
+    console.log(`${d.activationsUsed}/${d.activationLimit} devices (${d.status}${releases})`)
     for (const dev of d.devices) {
       console.log(`${dev.current ? '*' : ' '} ${dev.fingerprint.slice(0, 12)}…  ${dev.name ?? '(unnamed)'}  last seen ${dev.lastValidatedAt?.toISOString() ?? dev.activatedAt.toISOString()}`)
     }
@@ -103,10 +111,12 @@ switch (command) {
     let target
     if (arg && arg !== 'this') {
       // Accept the 12-character prefix that `devices` prints.
-      target = (await keyward.devices({ key })).devices.find((d) => d.fingerprint.startsWith(arg.toLowerCase()))?.fingerprint
+      const { devices } = await keyward.devices({ key }).catch((err) => fail(problem(err)))
+      target = devices.find((d) => d.fingerprint.startsWith(arg.toLowerCase()))?.fingerprint
       if (!target) fail(`no device starting with ${arg}`)
     }
-    const r = await keyward.deactivate(target, { key })
+    // Past the key's deactivations_allowed the service refuses (409 deactivation_limit) and nothing is released.
+    const r = await keyward.deactivate(target, { key }).catch((err) => fail(problem(err)))
     console.log(r.deactivated ? `released: ${r.activationsUsed}/${r.activationLimit} devices in use` : 'that device held no slot')
     break
   }
