@@ -1,82 +1,331 @@
-// The example app (examples/licensed-cli) run by Node as a vendor would ship it, against the fake
-// signing server: activate, list devices, work offline (grace, then an offline license), release this
-// device, and exit when the heartbeat loses the seat.
+// The example app (examples/licensed-cli) run by Node as a vendor ships it, as a user runs it (a child
+// process per command, configured through its environment), against a real Keyward node started here,
+// reached through a TCP proxy (test/support/tcp-proxy.ts) that can make the node unreachable: activate
+// (the node's signed answer verified by the SDK inside the app), run, list devices, release a device
+// and the 409 past the key's deactivations_allowed, grace while the node is down, a key revoked through
+// the management API ending a running app and refusing the next start, a full device list, a retired
+// token, offline licenses the node issued. Forged answers (an impostor server with its own key, a genuine
+// answer altered on the way) are refused.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
+import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
+import { until } from '../../test/validation/support'
+import { Keyward, memoryStorage } from '../src/index.ts'
 import { startFakeServer, type FakeServer } from './support/fake-server'
 
 setDefaultTimeout(120_000)
+const h = useHarness()
 const ROOT = join(import.meta.dir, '..')
-const KEY = 'ABCDE-FGHJK-MNPQR-STVWX-YZ012'
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
-let fake: FakeServer
+let token: string
+let validateToken: string
+let productId: string
+let publicKey: string
+let proxy: TcpProxy
 let app: string
-beforeAll(() => {
+let homes = 0
+beforeAll(async () => {
   const built = Bun.spawnSync([join(ROOT, '..', 'node_modules', '.bin', 'tsc'), '-p', join(ROOT, 'tsconfig.json')])
   if (built.exitCode !== 0) throw new Error(`client build failed: ${built.stdout}`)
-  fake = startFakeServer()
   // What `npm install` would give the vendor: the app beside node_modules/@keyward/client.
   app = mkdtempSync(join(tmpdir(), 'licensed-cli-'))
   copyFileSync(join(ROOT, '..', 'examples', 'licensed-cli', 'licensed-cli.mjs'), join(app, 'licensed-cli.mjs'))
   mkdirSync(join(app, 'node_modules', '@keyward'), { recursive: true })
   symlinkSync(ROOT, join(app, 'node_modules', '@keyward', 'client'))
+
+  // The vendor's side: an account, a product, a `validate` token and the public key built into the app.
+  token = (await h.account()).token
+  validateToken = await scopedToken(h.call, token, 'validate')
+  productId = (await newProduct(h.call, token)).id
+  publicKey = (await h.call('GET', '/v1/offline/public-key', { token: validateToken })).body.public_key
+  const node = new URL(h.node.url)
+  proxy = await startTcpProxy(node.hostname, Number(node.port))
 })
-afterAll(async () => {
-  await fake.stop()
-  rmSync(app, { recursive: true, force: true })
+const spawned = new Set<Bun.Subprocess>()
+afterAll(() => {
+  for (const proc of spawned) proc.kill() // an app left running by a failed test
+  proxy?.close()
+  if (app) rmSync(app, { recursive: true, force: true })
 })
 
-async function cli(...args: string[]) {
-  const proc = Bun.spawn(['node', join(app, 'licensed-cli.mjs'), ...args], {
-    env: {
-      PATH: process.env.PATH!,
-      KEYWARD_URL: fake.url,
-      KEYWARD_TOKEN: 'kw_test',
-      KEYWARD_PUBLIC_KEY: fake.publicKeyRaw,
-      KEYWARD_PRODUCT_ID: 'prod_cli',
-      LICENSED_CLI_HOME: join(app, 'home'),
-      HEARTBEAT_SECONDS: '0.05',
-      USER: 'alice',
-    },
-    stdout: 'pipe',
-    stderr: 'pipe',
-  })
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited])
-  return { out: out + err, code }
+type Env = Record<string, string>
+
+/** One user's installation: its own state directory (LICENSED_CLI_HOME), the node through the proxy. */
+function install(extra: Env = {}) {
+  const home = join(app, `home-${++homes}`)
+  const env: Env = {
+    PATH: process.env.PATH!,
+    KEYWARD_URL: proxy.url('http'),
+    KEYWARD_TOKEN: validateToken,
+    KEYWARD_PUBLIC_KEY: publicKey,
+    KEYWARD_PRODUCT_ID: productId,
+    LICENSED_CLI_HOME: home,
+    USER: 'alice',
+    ...extra,
+  }
+  return { home, env, cli: (...args: string[]) => cli(env, ...args), start: (args: string[], more: Env = {}) => start({ ...env, ...more }, ...args) }
 }
 
-test('activate, devices, offline grace, offline license, release, and a lost seat ends the run', async () => {
-  const activated = await cli('activate', KEY)
-  expect(activated).toEqual({ out: 'licensed: plan pro, 1/3 devices\n', code: 0 })
-  const fp = (await cli('fingerprint')).out.trim()
+/** A running `licensed-cli` process: its output so far, and its exit. */
+function start(env: Env, ...args: string[]) {
+  const proc = Bun.spawn(['node', join(app, 'licensed-cli.mjs'), ...args], { env, stdout: 'pipe', stderr: 'pipe' })
+  spawned.add(proc)
+  void proc.exited.then(() => spawned.delete(proc))
+  const seen = { stdout: '', stderr: '' }
+  const read = async (stream: ReadableStream<Uint8Array>, into: 'stdout' | 'stderr') => {
+    const decoder = new TextDecoder()
+    const reader = stream.getReader()
+    for (let r = await reader.read(); !r.done; r = await reader.read()) seen[into] += decoder.decode(r.value, { stream: true })
+  }
+  const done = Promise.all([read(proc.stdout, 'stdout'), read(proc.stderr, 'stderr'), proc.exited]).then(() => ({ ...seen, code: proc.exitCode }))
+  return {
+    proc,
+    seen,
+    /** Resolves once stdout contains `text` (fails if the process ends first). */
+    async stdoutHas(text: string) {
+      await until(async () => seen.stdout.includes(text) || proc.exitCode !== null, Boolean, 60_000)
+      if (!seen.stdout.includes(text)) throw new Error(`no "${text}" in ${JSON.stringify(seen)} (exit ${proc.exitCode})`)
+    },
+    done,
+  }
+}
+
+/** Runs one command to its end. */
+const cli = (env: Env, ...args: string[]) => start(env, ...args).done
+
+const key = (extra: Record<string, unknown> = {}) =>
+  newKey(h.call, token, productId, { plan: 'pro', ...extra }) as Promise<{ id: string; key_value: string }>
+const keyDetail = async (id: string) => (await h.call('GET', `/v1/keys/${id}`, { token })).body
+/** Another computer of the same user, through the SDK. */
+const otherDevice = (keyValue: string, deviceName: string, fingerprint = randomFingerprint()) =>
+  new Keyward({ baseUrl: h.node.url, token: validateToken, publicKey, productId, storage: memoryStorage(), retries: 0, fingerprint }).validate({ key: keyValue, deviceName })
+const quit = async (run: ReturnType<typeof start>) => {
+  run.proc.kill('SIGINT')
+  return run.done
+}
+
+test('activate, run, devices, release another device, and the 409 once the releases are used up', async () => {
+  const k = await key({ activation_limit: 3, deactivations_allowed: 1 })
+  const user = install()
+  const fp = (await user.cli('fingerprint')).stdout.trim()
   expect(fp).toMatch(/^[0-9a-f]{64}$/)
-  expect(fake.requests[0].body).toMatchObject({ key: KEY, device_fingerprint: fp, device_name: "alice's computer", product_id: 'prod_cli' })
 
-  const devices = await cli('devices')
+  // A typo: the node says not_found; nothing is remembered.
+  expect(await user.cli('activate', 'ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ')).toEqual({ stdout: '', stderr: 'this key does not exist: check for typos\n', code: 1 })
+  expect(existsSync(join(user.home, 'key'))).toBe(false)
+
+  expect(await user.cli('activate', k.key_value)).toEqual({ stdout: 'licensed: plan pro, 1/3 devices\n', stderr: '', code: 0 })
+  expect(readFileSync(join(user.home, 'key'), 'utf8')).toBe(k.key_value)
+  // The node holds this device's seat, with the name and version the app sent.
+  let detail = await keyDetail(k.id)
+  expect(detail.activations).toHaveLength(1)
+  expect(detail.activations[0]).toMatchObject({ device_fingerprint: fp, device_name: "alice's computer", app_version: '1.0.0', status: 'active' })
+  // The grace answer kept on disk is the node's signed answer.
+  const state = JSON.parse(readFileSync(join(user.home, 'state.json'), 'utf8'))
+  expect(JSON.parse(JSON.parse(state.answer).body)).toEqual({ valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 })
+
+  // The app runs while licensed, until the user quits it.
+  const run = user.start(['run'])
+  await run.stdoutHas('Hello from the licensed app.')
+  expect(await quit(run)).toEqual({ stdout: 'licensed: plan pro, 1/3 devices\nHello from the licensed app. (Ctrl-C to quit)\n', stderr: '', code: 0 })
+
+  // The user's laptop takes a second seat; the devices screen shows both, this one marked.
+  const laptop = randomFingerprint()
+  expect(await otherDevice(k.key_value, "alice's laptop", laptop)).toMatchObject({ valid: true, activationsUsed: 2 })
+  const devices = await user.cli('devices')
   expect(devices.code).toBe(0)
-  expect(devices.out).toContain(`* ${fp.slice(0, 12)}…  alice's computer`)
+  expect(devices.stderr).toBe('')
+  const lines = devices.stdout.trimEnd().split('\n')
+  expect(lines[0]).toBe('2/3 devices (active, 1 of 1 releases left)')
+  expect(lines.slice(1).map((l) => l.replace(/ {2}last seen (.+)$/, (_, at) => `  last seen ${ISO.test(at) ? 'ISO' : at}`))).toEqual([
+    `* ${fp.slice(0, 12)}…  alice's computer  last seen ISO`,
+    `  ${laptop.slice(0, 12)}…  alice's laptop  last seen ISO`,
+  ])
 
-  // The service is down for the start (every retry of the first check): grace lets the app run; at the
-  // next heartbeat the service is back and says the key was revoked: the seat is lost, the app exits.
-  fake.script = ['down', 'down', 'down', 'down']
-  fake.validateAnswer = { valid: false, reason: 'revoked' }
-  const offline = await cli('run')
-  expect(offline.out).toContain('licensed (offline, last confirmed')
-  expect(offline.out).toContain('Hello from the licensed app.')
-  expect(offline.code).toBe(2)
-  expect(offline.out).toContain('license lost: revoked')
+  // The laptop was lost: release its slot by the prefix the screen shows.
+  expect(await user.cli('release', laptop.slice(0, 12))).toEqual({ stdout: 'released: 1/3 devices in use\n', stderr: '', code: 0 })
+  detail = await keyDetail(k.id)
+  expect(detail).toMatchObject({ activations_used: 1, deactivations_used: 1 })
+  expect(detail.activations.find((a: any) => a.device_fingerprint === laptop)).toMatchObject({ status: 'deactivated', deactivation_reason: 'user' })
+  expect((await user.cli('devices')).stdout).toStartWith(`1/3 devices (active, 0 of 1 releases left)\n* ${fp.slice(0, 12)}…  alice's computer`)
+  expect(await user.cli('release', 'ffffffffffff')).toEqual({ stdout: '', stderr: 'no device starting with ffffffffffff\n', code: 1 })
 
-  const now = Date.now()
-  const file = join(app, 'offline.lic')
-  writeFileSync(file, fake.license({ v: 1, id: 'lic_1', account_id: 'acct_1', key_id: 'key_1', product_id: 'prod_cli', plan: 'pro', device_fingerprint: fp, issued_at: new Date(now).toISOString(), expires_at: new Date(now + 86_400_000).toISOString() }))
-  const lic = await cli('offline', file)
-  expect(lic).toEqual({ out: `licensed offline until ${new Date(now + 86_400_000).toISOString()} (plan pro)\n`, code: 0 })
-  writeFileSync(file, fake.license({ v: 1, id: 'lic_2', account_id: 'acct_1', key_id: 'key_1', product_id: 'prod_cli', plan: 'pro', device_fingerprint: 'f'.repeat(64), issued_at: new Date(now).toISOString(), expires_at: new Date(now + 86_400_000).toISOString() }))
-  expect(await cli('offline', file)).toEqual({ out: 'offline license refused: wrong_device\n', code: 1 })
+  // The key allowed one release: releasing this device now is the node's 409 deactivation_limit, told
+  // to the user; nothing is released and the app still runs.
+  expect(await user.cli('release', 'this')).toEqual({ stdout: '', stderr: 'this key has no device releases left: contact support\n', code: 1 })
+  detail = await keyDetail(k.id)
+  expect(detail).toMatchObject({ activations_used: 1, deactivations_used: 1 })
+  expect(detail.activations.find((a: any) => a.device_fingerprint === fp)).toMatchObject({ status: 'active' })
+  const again = user.start(['run'])
+  await again.stdoutHas('Hello from the licensed app.')
+  expect((await quit(again)).stdout).toStartWith('licensed: plan pro, 1/3 devices\n')
+})
 
-  expect(await cli('activate', KEY)).toEqual({ out: 'this key was revoked: contact support\n', code: 1 })
-  fake.validateAnswer = { valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 }
-  expect(await cli('release', 'this')).toEqual({ out: 'released: 0/3 devices in use\n', code: 0 })
+test('offline: the node unreachable, the app runs on its stored signed answer and says so; a key never checked here gets no grace', async () => {
+  const k = await key({ activation_limit: 2 })
+  const user = install()
+  const before = Date.now()
+  expect(await user.cli('activate', k.key_value)).toEqual({ stdout: 'licensed: plan pro, 1/2 devices\n', stderr: '', code: 0 })
+  const after = Date.now()
+
+  proxy.refuse() // the license server is down: connection refused
+  try {
+    const run = user.start(['run'])
+    await run.stdoutHas('Hello from the licensed app.')
+    const offline = await quit(run)
+    const m = /^licensed \(offline, last confirmed (\S+)\)\nHello from the licensed app\. \(Ctrl-C to quit\)\n$/.exec(offline.stdout)
+    if (!m) throw new Error(`not an offline run: ${JSON.stringify(offline)}`)
+    expect(m[1]).toMatch(ISO)
+    // last confirmed: when the node signed the activation's answer
+    expect(Date.parse(m[1]!)).toBeGreaterThanOrEqual(before - 1000)
+    expect(Date.parse(m[1]!)).toBeLessThanOrEqual(after + 1000)
+    expect(offline).toMatchObject({ stderr: '', code: 0 })
+
+    // The device screen needs the server; a key this installation never confirmed gets no grace.
+    expect(await user.cli('devices')).toEqual({ stdout: '', stderr: 'the license server cannot be reached: try again when online\n', code: 1 })
+    const other = install()
+    expect(await other.cli('activate', (await key()).key_value)).toEqual({
+      stdout: '',
+      stderr: 'the license server cannot be reached and the grace period is over (or never started)\n',
+      code: 1,
+    })
+    expect(existsSync(join(other.home, 'key'))).toBe(false)
+  } finally {
+    proxy.restore()
+  }
+
+  // The node back: a fresh answer, online again.
+  const back = user.start(['run'])
+  await back.stdoutHas('Hello from the licensed app.')
+  expect((await quit(back)).stdout).toStartWith('licensed: plan pro, 1/2 devices\n')
+})
+
+test('a key revoked through the management API ends the running app at its next heartbeat, refuses the next start, and leaves no grace', async () => {
+  const k = await key()
+  const user = install()
+  expect((await user.cli('activate', k.key_value)).code).toBe(0)
+
+  const run = user.start(['run'], { HEARTBEAT_SECONDS: '0.2' })
+  await run.stdoutHas('Hello from the licensed app.')
+  expect((await h.call('POST', `/v1/keys/${k.id}/revoke`, { token, body: {} })).status).toBe(200)
+  expect(await run.done).toEqual({
+    stdout: 'licensed: plan pro, 1/3 devices\nHello from the licensed app. (Ctrl-C to quit)\n',
+    stderr: 'license lost: revoked\n',
+    code: 2,
+  })
+
+  expect(await user.cli('run')).toEqual({ stdout: '', stderr: 'this key was revoked: contact support\n', code: 1 })
+  // The refusal forgot the stored answer: with the node unreachable, no grace either.
+  proxy.refuse()
+  try {
+    expect(await user.cli('run')).toEqual({
+      stdout: '',
+      stderr: 'the license server cannot be reached and the grace period is over (or never started)\n',
+      code: 1,
+    })
+  } finally {
+    proxy.restore()
+  }
+})
+
+test('every device slot taken, and a retired token: the user is told why', async () => {
+  const k = await key({ activation_limit: 1 })
+  expect(await otherDevice(k.key_value, 'office PC')).toMatchObject({ valid: true, activationsUsed: 1 })
+  const user = install()
+  expect(await user.cli('activate', k.key_value)).toEqual({
+    stdout: '',
+    stderr: 'every device slot is taken: release one with `licensed-cli devices` / `release`\n',
+    code: 1,
+  })
+
+  // The vendor rotates the token this build carries: the old one stops working.
+  const created = await h.call('POST', '/v1/api-keys', { token, body: { name: 'build 1.0', scope: 'validate' } })
+  expect(created.status).toBe(201)
+  const old = install({ KEYWARD_TOKEN: created.body.token })
+  const fresh = await key()
+  expect((await old.cli('activate', fresh.key_value)).code).toBe(0)
+  const rotated = await h.call('POST', `/v1/api-keys/${created.body.id}/rotate`, { token })
+  expect(rotated.status).toBe(200)
+  expect(await old.cli('devices')).toEqual({ stdout: '', stderr: 'this build carries a retired token: please update the app\n', code: 1 })
+  expect(await old.cli('run')).toEqual({ stdout: '', stderr: 'this build carries a retired token: please update the app\n', code: 1 })
+  const updated = await cli({ ...old.env, KEYWARD_TOKEN: rotated.body.token }, 'devices')
+  expect(updated).toMatchObject({ stderr: '', code: 0 })
+  expect(updated.stdout).toStartWith('1/3 devices (active)\n* ')
+})
+
+test('offline licenses the node issued: this device\'s is accepted with no network at all, another device\'s refused', async () => {
+  const k = await key()
+  const user = install()
+  const fp = (await user.cli('fingerprint')).stdout.trim()
+  const issue = async (device: string) => {
+    const res = await h.call('POST', `/v1/keys/${k.id}/offline-licenses`, { token, body: { device_fingerprint: device, ttl_seconds: 86_400 } })
+    expect(res.status).toBe(201)
+    return res.body as { license: string; payload: { expires_at: string } }
+  }
+  const mine = await issue(fp)
+  const theirs = await issue(randomFingerprint())
+  const file = join(user.home, 'offline.lic')
+  proxy.refuse()
+  try {
+    writeFileSync(file, mine.license)
+    expect(await user.cli('offline', file)).toEqual({ stdout: `licensed offline until ${mine.payload.expires_at} (plan pro)\n`, stderr: '', code: 0 })
+    writeFileSync(file, theirs.license)
+    expect(await user.cli('offline', file)).toEqual({ stdout: '', stderr: 'offline license refused: wrong_device\n', code: 1 })
+  } finally {
+    proxy.restore()
+  }
+})
+
+test('forged answers are refused: an impostor server signing with its own key, a genuine answer altered on the way', async () => {
+  // An impostor answers "valid" to anything (the fake server, signing with a key of its own).
+  const fake: FakeServer = startFakeServer()
+  try {
+    const user = install({ KEYWARD_URL: fake.url, KEYWARD_TOKEN: 'kw_test' })
+    expect(await user.cli('activate', 'ABCDE-FGHJK-MNPQR-STVWX-YZ012')).toEqual({
+      stdout: '',
+      stderr: 'the answer was not signed by the license server: refusing it\n',
+      code: 1,
+    })
+    expect(fake.requests.map((r) => r.path)).toEqual(['/v1/validate'])
+    expect(existsSync(join(user.home, 'key'))).toBe(false)
+    expect(await user.cli('run')).toEqual({ stdout: '', stderr: 'not activated: licensed-cli activate <KEY>\n', code: 1 })
+  } finally {
+    await fake.stop()
+  }
+
+  // The node's own signed answer, its plan rewritten by someone in the middle.
+  const k = await key({ plan: 'basic' })
+  let altered = 0
+  const mitm = Bun.serve({
+    hostname: '127.0.0.1',
+    port: 0,
+    async fetch(req) {
+      const url = new URL(req.url)
+      const res = await fetch(h.node.url + url.pathname, { method: req.method, headers: req.headers, body: await req.arrayBuffer() })
+      const text = await res.text()
+      const forged = text.replace('"plan":"basic"', '"plan":"enterprise"')
+      if (forged !== text) altered++
+      const headers = new Headers(res.headers)
+      headers.delete('content-length')
+      return new Response(forged, { status: res.status, headers })
+    },
+  })
+  try {
+    const user = install({ KEYWARD_URL: `http://127.0.0.1:${mitm.port}` })
+    expect(await user.cli('activate', k.key_value)).toEqual({
+      stdout: '',
+      stderr: 'the answer was not signed by the license server: refusing it\n',
+      code: 1,
+    })
+    expect(altered).toBeGreaterThan(0)
+    expect(existsSync(join(user.home, 'key'))).toBe(false)
+  } finally {
+    mitm.stop(true)
+  }
+  // Straight to the node, the same key activates with its real plan.
+  expect((await install().cli('activate', k.key_value)).stdout).toBe('licensed: plan basic, 1/3 devices\n')
 })
