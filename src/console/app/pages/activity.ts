@@ -149,11 +149,13 @@ export function Activity({ query }: { query: URLSearchParams }) {
                 <div class="feed-what">
                   <span class="chip mono">${e.type}</span>
                   ${s.href ? html`<a href=${s.href}>${s.text}</a>` : html`<span>${s.text}</span>`}
+                </div>
+                <div class="feed-who small">
+                  <span>by ${actorText(e.actor, names)}</span>
                   ${s.id && s.id !== resource
-                    ? html`<button type="button" class="btn small only" onClick=${() => only(s.id!)} aria-label=${`Only events about ${s.text}`}>Only this</button>`
+                    ? html`<button type="button" class="link-button" onClick=${() => only(s.id!)} aria-label=${`Only events about ${s.text}`}>Only this</button>`
                     : null}
                 </div>
-                <div class="feed-who small">by ${actorText(e.actor, names)}</div>
                 <details class="feed-data">
                   <summary class="small">Data</summary>
                   <pre class="mono small">${JSON.stringify(e.data, null, 2)}</pre>

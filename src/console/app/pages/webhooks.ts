@@ -117,7 +117,9 @@ export function WebhookPage({ id }: { id: string }) {
         <div class="wide"><dt>Endpoint</dt><dd class="break">${w.url}</dd></div>
         <div><dt>State</dt><dd><${Badge} status=${w.is_active ? 'enabled' : 'disabled'} /></dd></div>
         <div><dt>Created</dt><dd>${when(w.created_at)}</dd></div>
-        <div class="wide"><dt>Events</dt><dd>${w.events.map((e) => html`<span class="chip mono">${e}</span>`)}</dd></div>
+        <div class="wide"><dt>Events</dt><dd>${EVENT_TYPES.every((t) => w.events.includes(t))
+          ? html`All ${EVENT_TYPES.length} event types`
+          : [...w.events].sort().map((e) => html`<span class="chip mono">${e}</span>`)}</dd></div>
       </dl>
     </section>
     <section class="panel" aria-labelledby="del-h">
