@@ -10,7 +10,8 @@ import { allows, type Requirement } from '../core/scopes'
 function admit(principal: Principal | null, needed: Requirement): Principal {
   if (!principal) throw new AppError('unauthorized', 'Missing, malformed or unknown API key')
   if (!allows(principal.scope, needed)) {
-    throw new AppError('insufficient_scope', `This route needs the ${needed} scope (or full_access)`)
+    const or = needed === 'full_access' ? '' : ' (or full_access)'
+    throw new AppError('insufficient_scope', `This route needs the ${needed} scope${or}`)
   }
   return principal
 }

@@ -54,7 +54,7 @@ try {
     const page = await context.newPage()
     await page.goto(h.node.url + '/console#/overview')
     await page.locator('.card-value').first().waitFor()
-    await page.locator('.chart canvas').waitFor()
+    await page.locator('.chart canvas').first().waitFor()
     await page.locator('.hbars').waitFor()
     const t = await page.evaluate(() => ({
       fcp: performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? NaN,

@@ -1,6 +1,7 @@
 // The console in a real Chromium against a real node, as a vendor's admin: sign-in, every page's main
-// flow, errors shown next to their fields, a missing scope named, sign-out. Every request the page
-// makes is recorded; the last test proves none left the node's origin.
+// flow (overview charts, products, keys and their settings, the key-prefix search, webhooks, API keys,
+// the activity trail), errors shown next to their fields, a missing scope named, keyboard use,
+// sign-out. Every request the page makes is recorded; the last test proves none left the node's origin.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { newKey, newProduct, scopedToken, startHarness, type Harness } from '../support/harness'
 import { startReceiver, type Receiver } from '../webhooks/receiver'
@@ -144,6 +145,85 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   expect(revoked.status).toBe('revoked')
   expect(revoked.revoke_reason).toBe('refund')
   expect((await h.call('POST', '/v1/validate', { token: acct.token, body: { key: value, device_fingerprint: fp(2) } })).body.reason).toBe('revoked')
+
+  // The key's page links to its own history in the audit trail.
+  await page.getByRole('main').getByRole('link', { name: 'Activity' }).click()
+  await page.getByRole('heading', { name: 'Activity' }).waitFor()
+  expect(await page.getByLabel('About (id)').inputValue()).toBe(keyId)
+  const trail = (await h.call('GET', `/v1/events?resource_id=${keyId}&page_size=100`, { token: acct.token })).body
+  expect(trail.data.map((e: any) => e.type)).toEqual(expect.arrayContaining(['key.created', 'activation.created', 'activation.deactivated', 'key.extended', 'key.revoked']))
+  await page.getByText(`1–${trail.total} of ${trail.total}`).waitFor()
+  expect(await page.locator('.feed-item .chip').allTextContents()).toEqual(trail.data.map((e: any) => e.type))
+}, FLOW)
+
+test('key settings: limit, plan, release after, holder releases and metadata saved by PATCH; each error next to its field', async () => {
+  const { page } = c
+  const product = (await h.call('GET', '/v1/products', { token: acct.token })).body.data[0]
+  const key = await newKey(h.call, acct.token, product.id, { plan: 'basic', metadata: { customer: 'Initech' } })
+  await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.getByRole('heading', { name: 'Settings' }).waitFor()
+  expect(await page.getByLabel('Plan', { exact: true }).inputValue()).toBe('basic')
+  expect(JSON.parse(await page.getByLabel('Metadata (JSON object)').inputValue())).toEqual({ customer: 'Initech' })
+  const stored = async () => (await h.call('GET', `/v1/keys/${key.id}`, { token: acct.token })).body
+  const save = () => page.getByRole('button', { name: 'Save settings' }).click()
+
+  // The API refuses a limit of 0: its errors[] entry (body.activation_limit) lands under that field.
+  await page.getByLabel('Devices allowed').fill('0')
+  await save()
+  await page.locator('#set-limit-error').waitFor()
+  expect(await page.locator('#set-limit-error').textContent()).toMatch(/1/)
+  expect(await page.locator('.form .alert').count()).toBe(0) // placed, so not repeated above the button
+  await page.getByLabel('Devices allowed').fill('5')
+  // Not JSON: said under the metadata, nothing sent.
+  await page.getByLabel('Metadata (JSON object)').fill('{oops')
+  await save()
+  await page.locator('#set-meta-error').waitFor()
+  expect(await page.locator('#set-meta-error').textContent()).toContain('Not valid JSON')
+  expect(await page.locator('#set-limit-error').count()).toBe(0)
+  // JSON but not an object: the API says so (body.metadata), under the same field.
+  await page.getByLabel('Metadata (JSON object)').fill('[1, 2]')
+  await save()
+  await page.waitForFunction(() => document.querySelector('#set-meta-error')?.textContent?.includes('object'))
+  // Out of range, said in the field's own words.
+  await page.getByLabel('Metadata (JSON object)').fill('{"customer": "Initech", "seats": 5}')
+  await page.getByLabel('Release an inactive device after').fill('0.5')
+  await page.getByLabel('Unit').selectOption('minutes')
+  await page.getByLabel('Device releases allowed to the key holder').fill('-1')
+  await save()
+  await page.locator('#set-release-error').waitFor()
+  await page.locator('#set-deact-error').waitFor()
+  await c.shoot('key-settings-error')
+  expect(await stored()).toMatchObject({ activation_limit: 3, plan: 'basic', metadata: { customer: 'Initech' }, release_after_seconds: null, deactivations_allowed: null })
+
+  await page.getByLabel('Plan', { exact: true }).fill('enterprise')
+  await page.getByLabel('Release an inactive device after').fill('2')
+  await page.getByLabel('Unit').selectOption('days')
+  await page.getByLabel('Device releases allowed to the key holder').fill('1')
+  await save()
+  await page.getByText('Settings saved.').waitFor()
+  expect(await stored()).toMatchObject({
+    plan: 'enterprise',
+    activation_limit: 5,
+    release_after_seconds: 2 * 86400,
+    deactivations_allowed: 1,
+    metadata: { customer: 'Initech', seats: 5 },
+  })
+  await page.getByText('Released after 2 days').waitFor()
+  await page.getByText('0 of 1 allowed').waitFor()
+  const updated = (await h.call('GET', `/v1/events?type=key.updated&resource_id=${key.id}`, { token: acct.token })).body
+  expect(updated.total).toBe(1)
+  expect(updated.data[0].actor.type).toBe('api_key')
+  await c.shoot('key-settings')
+
+  // Saving again unchanged sends nothing; emptying the two optional limits makes them null again.
+  await save()
+  await page.getByText('Settings saved.').waitFor()
+  expect((await h.call('GET', `/v1/events?type=key.updated&resource_id=${key.id}`, { token: acct.token })).body.total).toBe(1)
+  await page.getByLabel('Release an inactive device after').fill('')
+  await page.getByLabel('Device releases allowed to the key holder').fill('')
+  await save()
+  await page.getByText('Kept until released').waitFor()
+  expect(await stored()).toMatchObject({ release_after_seconds: null, deactivations_allowed: null, plan: 'enterprise', activation_limit: 5 })
 }, FLOW)
 
 test('keys list: filters by status and pages through', async () => {
@@ -163,20 +243,88 @@ test('keys list: filters by status and pages through', async () => {
   await page.getByText('of 21').waitFor()
   await page.getByLabel('Product').selectOption('')
   await c.shoot('keys')
+
+  // Search by the start of the key value, typed as a customer reads it out (lower case, a dash).
+  const target = (await h.call('GET', `/v1/keys?product_id=${product.id}&page_size=1`, { token: acct.token })).body.data[0]
+  const same = (await h.call('GET', `/v1/keys?key_prefix=${target.key_prefix}`, { token: acct.token })).body.total
+  await page.getByLabel('Key starts with').fill(`${target.key_prefix.toLowerCase()}-`)
+  await page.getByText(`1–${same} of ${same}`).waitFor()
+  expect(c.requests.some((u) => u.includes(`key_prefix=${target.key_prefix}`))).toBe(true)
+  await page.getByRole('link', { name: `Key ${target.key_prefix}…` }).first().waitFor()
+  // Two characters: every key starting with them, as the API counts them.
+  const two = target.key_prefix.slice(0, 2)
+  const twoTotal = (await h.call('GET', `/v1/keys?key_prefix=${two}`, { token: acct.token })).body.total
+  await page.getByLabel('Key starts with').fill(two)
+  await page.getByText(`1–${twoTotal} of ${twoTotal}`).waitFor()
+  await c.shoot('keys-search')
+  // Letters no key value has (I, L, O, U): the API's 400 is explained under the field.
+  await page.getByLabel('Key starts with').fill('LOU')
+  await page.locator('#f-prefix-error').waitFor()
+  expect(await page.locator('#f-prefix-error').textContent()).toContain('without I, L, O and U')
+  await page.getByLabel('Key starts with').fill('')
+  await page.getByText(`1–20 of ${total}`).waitFor()
 }, FLOW)
 
-test('overview: cards, the activations chart with its range switch, geography', async () => {
+test('overview: cards, activations and validations by outcome with their range switch and product filter, geography, usage', async () => {
   const { page } = c
+  // An unknown key: a not_found outcome beside the valid and revoked answers of the keys test.
+  const unknown = await h.call('POST', '/v1/validate', { token: acct.token, body: { key: 'ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ', device_fingerprint: fp(9) } })
+  expect(unknown.body.reason).toBe('not_found')
+  // Outcomes are counted in memory and written every FLUSH_INTERVAL_MS: wait until the API has them.
+  const sums = async (q = '') => {
+    const days = (await h.call('GET', `/v1/analytics/validations${q}`, { token: acct.token })).body as Record<string, number>[]
+    const keys = ['valid', 'activation_limit', 'expired', 'revoked', 'not_found', 'rate_limited']
+    return Object.fromEntries(keys.map((k) => [k, days.reduce((s, d) => s + d[k], 0)]))
+  }
+  const deadline = Date.now() + 20_000
+  while (Date.now() < deadline) {
+    const s = await sums()
+    if (s.valid >= 1 && s.revoked >= 1 && s.not_found >= 1) break
+    await Bun.sleep(200)
+  }
+  const all = await sums()
+  // (Asserted one by one: Bun's toMatchObject with expect.any() leaves the matchers in the object it read.)
+  expect(all.valid).toBeGreaterThanOrEqual(1)
+  expect(all.revoked).toBeGreaterThanOrEqual(1)
+  expect(all.not_found).toBeGreaterThanOrEqual(1)
+
   await nav('Overview')
   await page.getByText('Activations by country').waitFor()
   await page.getByRole('row', { name: /Germany|DE/ }).waitFor()
-  await page.locator('.chart canvas').waitFor()
+  await page.locator('.chart canvas').nth(1).waitFor() // both charts drawn
+  const usage = (await h.call('GET', '/v1/analytics/overview', { token: acct.token })).body
+  await page.getByText(`of ${usage.api_calls_limit_today.toLocaleString('en-US')} a day`, { exact: false }).waitFor()
+  // The legend of the stacked chart: each outcome's total over the range, as the API counts them (30 days).
+  const legend = page.getByRole('list', { name: /Validations by outcome, last 30 days/ })
+  const expected = ['Valid ' + all.valid, 'Device limit ' + all.activation_limit, 'Expired ' + all.expired, 'Revoked ' + all.revoked, 'Unknown key ' + all.not_found, 'Over daily limit ' + all.rate_limited]
+  const legendIs = (want: string[]) =>
+    page.waitForFunction((w) => [...document.querySelectorAll('.legend li')].map((li) => li.textContent?.trim()).join('|') === w.join('|'), want)
+  await legendIs(expected)
+  expect((await legend.locator('li').allTextContents()).map((t) => t.trim())).toEqual(expected)
+  await c.shoot('overview')
+
+  // The range switch asks for 7 days of both series.
   const before = c.requests.length
   await page.getByRole('button', { name: '7 days' }).click()
-  await page.waitForFunction(() => document.querySelector('button[aria-pressed="true"]')?.textContent === '7 days')
-  await page.waitForTimeout(300)
-  expect(c.requests.slice(before).some((u) => u.includes('range=7d'))).toBe(true)
-  await c.shoot('overview')
+  await page.getByRole('list', { name: /last 7 days/ }).waitFor()
+  expect(c.requests.slice(before).some((u) => u.includes('/v1/analytics/activations?range=7d'))).toBe(true)
+  expect(c.requests.slice(before).some((u) => u.includes('/v1/analytics/validations?range=7d'))).toBe(true)
+  // A product: both series for that product only; outcomes that belong to no product leave the legend.
+  const product = (await h.call('GET', '/v1/products', { token: acct.token })).body.data.find((p: any) => p.slug === 'desk-app')
+  const forProduct = await sums(`?range=7d&product_id=${product.id}`)
+  await Promise.all([
+    page.waitForResponse((r) => r.url().includes(`/v1/analytics/validations?range=7d&product_id=${product.id}`)),
+    page.waitForResponse((r) => r.url().includes(`/v1/analytics/activations?range=7d&product_id=${product.id}`)),
+    page.getByLabel('Product').selectOption({ label: 'Desk App' }),
+  ])
+  await page.getByRole('heading', { name: /Desk App/ }).waitFor()
+  await legendIs(['Valid ' + forProduct.valid, 'Device limit ' + forProduct.activation_limit, 'Expired ' + forProduct.expired, 'Revoked ' + forProduct.revoked])
+  expect(forProduct.valid).toBeGreaterThanOrEqual(1)
+  // Every day as a table, for screen readers and exact figures.
+  await page.getByText('Every day as a table').click()
+  expect(await page.locator('details.numbers tbody tr').count()).toBe(7)
+  await c.shoot('overview-product')
+  await page.getByLabel('Product').selectOption('')
 }, FLOW)
 
 test('webhooks: create (secret shown once), send a test to a local receiver, see the attempt, disable', async () => {
@@ -186,6 +334,14 @@ test('webhooks: create (secret shown once), send a test to a local receiver, see
   await page.getByLabel('Endpoint URL').fill('ftp://nope')
   await page.getByRole('button', { name: 'Create webhook' }).click()
   await page.locator('#wh-url-error, .alert').first().waitFor()
+  // The form offers every event type the server emits: the OpenAPI document's webhooks, one per type.
+  const doc = await (await fetch(h.node.url + '/docs/json')).json()
+  const served = Object.keys(doc.webhooks).sort()
+  expect(served.length).toBeGreaterThanOrEqual(17)
+  const offered = (await page.locator('fieldset.events label.check').allTextContents()).map((t) => t.trim()).sort()
+  expect(offered).toEqual(served)
+  await page.getByRole('button', { name: 'Select all events' }).click()
+  await c.shoot('webhook-new')
   await page.getByLabel('Endpoint URL').fill(rx.url('/hook'))
   await page.getByRole('button', { name: 'Create webhook' }).click()
   const secret = await page.getByLabel('Signing secret').inputValue()
@@ -194,17 +350,20 @@ test('webhooks: create (secret shown once), send a test to a local receiver, see
   await page.getByRole('link', { name: 'Open the webhook' }).click()
   await page.getByRole('button', { name: 'Send a test' }).click()
   await rx.waitFor((all) => all.some((r) => r.path === '/hook' && r.payload?.type === 'key.created'), 20_000, 'the test delivery')
-  await page.getByText('delivered').waitFor()
+  await page.getByText('delivered').first().waitFor()
   await page.getByRole('button', { name: 'Disable' }).click()
   await page.getByRole('button', { name: 'Enable' }).waitFor()
   const hooks = (await h.call('GET', '/v1/webhooks', { token: acct.token })).body.data
   expect(hooks[0].is_active).toBe(false)
+  expect([...hooks[0].events].sort()).toEqual(served)
   await c.shoot('webhook')
   await page.getByRole('button', { name: 'Edit' }).click()
+  await page.getByRole('button', { name: 'Clear all events' }).click()
   await page.getByRole('checkbox', { name: 'key.expired' }).check()
+  await page.getByRole('checkbox', { name: 'webhook.deleted' }).check()
   await page.getByRole('button', { name: 'Save' }).click()
   await page.getByRole('form', { name: 'Edit webhook' }).waitFor({ state: 'detached' })
-  expect((await h.call('GET', `/v1/webhooks/${hooks[0].id}`, { token: acct.token })).body.events).toContain('key.expired')
+  expect((await h.call('GET', `/v1/webhooks/${hooks[0].id}`, { token: acct.token })).body.events.sort()).toEqual(['key.expired', 'webhook.deleted'])
 }, FLOW)
 
 test('API keys: create with a scope (token shown once), rotate, delete', async () => {
@@ -227,6 +386,80 @@ test('API keys: create with a scope (token shown once), rotate, delete', async (
   expect((await h.call('GET', '/v1/ping', { token: rotated })).status).toBe(401)
 }, FLOW)
 
+test('activity: the audit trail with its actor and data, filtered by type, object and day, paged', async () => {
+  const { page } = c
+  await nav('Activity')
+  await page.getByRole('heading', { name: 'Activity' }).waitFor()
+  const all = (await h.call('GET', '/v1/events?page_size=25', { token: acct.token })).body
+  expect(all.total).toBeGreaterThan(25)
+  await page.getByText(`1–25 of ${all.total}`).waitFor()
+  expect(await page.locator('.feed-item .chip').allTextContents()).toEqual(all.data.map((e: any) => e.type))
+  // Who did it: the account's own API key by name, a device for validate's activations.
+  await page.getByText('by API key “Default”').first().waitFor()
+  await c.shoot('activity')
+  await page.getByRole('button', { name: 'Next' }).click()
+  await page.getByText(`26–${Math.min(50, all.total)} of ${all.total}`).waitFor()
+
+  // By type: the one revoke of the keys test, its data (the key object) folded under it.
+  await page.getByLabel('Type').selectOption('key.revoked')
+  await page.getByText('1–1 of 1').waitFor()
+  expect(await page.locator('.feed-item').count()).toBe(1)
+  await page.getByText('Data', { exact: true }).click()
+  expect(await page.locator('.feed-data pre').textContent()).toContain('"revoke_reason": "refund"')
+  await c.shoot('activity-data')
+
+  // "Only this", then any type: every event about that key, newest first, as the API lists them.
+  const keyId = JSON.parse((await page.locator('.feed-data pre').textContent())!).id
+  await page.getByRole('button', { name: /^Only events about Key / }).click()
+  await page.getByRole('button', { name: /^Only events about Key / }).waitFor({ state: 'detached' })
+  await page.getByLabel('Type').selectOption('')
+  const about = (await h.call('GET', `/v1/events?resource_id=${keyId}`, { token: acct.token })).body
+  await page.getByText(`1–${about.total} of ${about.total}`).waitFor()
+  expect(await page.getByLabel('About (id)').inputValue()).toBe(keyId)
+  await page.getByText('by A device (validate or deactivate)').first().waitFor() // its activation came from a validate
+  expect(page.url()).toContain(`resource_id=${keyId}`) // the filter is in the address, to share or reload
+
+  // Since a day to come: nothing yet. Clear: everything again.
+  const tomorrow = new Date(Date.now() + 86_400_000).toISOString().slice(0, 10)
+  await page.getByLabel('Since (UTC day)').fill(tomorrow)
+  await page.getByText('No event matches these filters.').waitFor()
+  expect(c.requests.some((u) => u.includes(`since=${tomorrow}T00%3A00%3A00Z`))).toBe(true)
+  await page.getByRole('button', { name: 'Clear filters' }).click()
+  await page.getByText(`1–25 of ${all.total}`).waitFor()
+
+  // An id longer than any the API knows: its 400 is shown under the field.
+  await page.getByLabel('About (id)').fill('x'.repeat(65))
+  await page.getByRole('button', { name: 'Filter', exact: true }).click()
+  await page.locator('#ev-resource-error').waitFor()
+  await c.shoot('activity-error')
+  await page.getByRole('button', { name: 'Clear filters' }).click()
+  await page.getByText(`1–25 of ${all.total}`).waitFor()
+}, FLOW)
+
+test('keyboard: the skip link comes first, then every control of a page can be reached with Tab', async () => {
+  const { page } = c
+  await nav('Activity')
+  await page.reload() // focus starts from the top of the document, as on arrival
+  await page.getByRole('heading', { name: 'Activity' }).waitFor()
+  await page.keyboard.press('Tab')
+  expect(await page.evaluate(() => document.activeElement?.textContent)).toBe('Skip to content')
+  await page.keyboard.press('Enter')
+  expect(await page.evaluate(() => document.activeElement?.id)).toBe('main')
+  // From the main region, Tab walks the filters in order; Enter on the type list works like a click.
+  const reached: string[] = []
+  for (let i = 0; i < 10 && !reached.includes('Filter'); i++) {
+    await page.keyboard.press('Tab')
+    const at = await page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent?.trim() || '')
+    if (reached.at(-1) !== at) reached.push(at) // a date input takes a Tab per part (day, month, year)
+  }
+  expect(reached).toEqual(['ev-type', 'ev-resource', 'ev-since', 'Filter'])
+  await page.locator('#ev-type').focus()
+  await page.keyboard.press('ArrowDown') // the first type after "All types", in alphabetical order
+  await page.waitForFunction(() => (document.getElementById('ev-type') as HTMLSelectElement).value === 'account.plan_changed')
+  await page.getByText('No event matches these filters.').waitFor() // only the operator changes a plan
+  await page.locator('#ev-type').selectOption('')
+}, FLOW)
+
 test('a token without a scope a page needs: the page names the scope instead of failing', async () => {
   const { page } = c
   const validateOnly = await scopedToken(h.call, acct.token, 'validate')
@@ -237,6 +470,14 @@ test('a token without a scope a page needs: the page names the scope instead of 
   await c.shoot('scope')
   await nav('License keys')
   await page.getByRole('heading', { name: /needs the keys:read scope/ }).waitFor()
+  // The audit trail needs full_access: a keys:read token is told so.
+  const readOnly = await scopedToken(h.call, acct.token, 'keys:read')
+  await page.getByRole('button', { name: 'Sign out' }).click()
+  await signIn(readOnly)
+  await page.getByRole('heading', { name: 'Overview' }).waitFor()
+  await nav('Activity')
+  await page.getByRole('heading', { name: /needs the full_access scope/ }).waitFor()
+  await c.shoot('scope-activity')
 }, FLOW)
 
 test('sign-out forgets the token; a revoked token sends the console back to sign-in', async () => {

@@ -21,6 +21,26 @@ export interface Console {
   close(): Promise<void>
 }
 
+/**
+ * The form controls, buttons and links of the page that have no accessible name: no <label>, no
+ * aria-label(ledby), no text. Each is described by its tag and id or first classes.
+ */
+export function unlabelledControls(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const named = (el: Element) => {
+      if (el.getAttribute('aria-label')?.trim()) return true
+      const by = el.getAttribute('aria-labelledby')
+      if (by && by.split(/\s+/).some((id) => document.getElementById(id)?.textContent?.trim())) return true
+      if ((el as HTMLInputElement).labels?.length) return [...(el as HTMLInputElement).labels!].some((l) => l.textContent?.trim())
+      if (el.matches('button, a, summary')) return !!el.textContent?.trim()
+      return false
+    }
+    return [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button, a[href], summary')]
+      .filter((el) => !named(el))
+      .map((el) => `<${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}${el.className ? '.' + String(el.className).split(' ').join('.') : ''}>`)
+  })
+}
+
 export async function openConsole(baseUrl: string): Promise<Console> {
   const browser = await launchChromium()
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' })
@@ -50,6 +70,9 @@ export async function openConsole(baseUrl: string): Promise<Console> {
     requests,
     errors,
     async shoot(name) {
+      // Every control on screen has a name a screen reader can say (the console's rule, checked on every page shot).
+      const unnamed = await unlabelledControls(page)
+      if (unnamed.length) throw new Error(`${name}: controls without a label: ${unnamed.join(', ')}`)
       for (const width of [1280, 390]) {
         for (const scheme of ['light', 'dark'] as const) {
           await page.setViewportSize({ width, height: width > 500 ? 900 : 844 })

@@ -89,6 +89,58 @@ describe('license keys', () => {
     expect(await ids('product_id=nonsense')).toEqual([])
   })
 
+  test('GET /v1/keys?key_prefix: keys whose value starts with those characters, in this account only', async () => {
+    const { token } = await h.account()
+    const other = await h.account()
+    const p = await newProduct(h.call, token)
+    const keys: any[] = []
+    for (let i = 0; i < 6; i++) keys.push(await newKey(h.call, token, p.id, i % 2 ? { plan: 'pro' } : {}))
+    // The same key value's prefix in another account must not leak into this one's list.
+    await newKey(h.call, other.token, (await newProduct(h.call, other.token)).id)
+    const list = async (q: string, t = token) => {
+      const res = await h.call('GET', `/v1/keys?${q}`, { token: t })
+      expect(res.status).toBe(200)
+      return res.body
+    }
+    const newestFirst = [...keys].reverse()
+    for (const k of keys) {
+      expect(k.key_prefix).toBe(k.key_value.slice(0, 5))
+      // The whole prefix finds the key (and only keys that share all five characters).
+      const whole = await list(`key_prefix=${k.key_prefix}`)
+      expect(whole.data.map((x: { id: string }) => x.id)).toEqual(newestFirst.filter((x) => x.key_prefix === k.key_prefix).map((x) => x.id))
+      expect(whole.total).toBe(whole.data.length)
+      // One to four characters: every key of the account starting with them, newest first.
+      for (const n of [1, 2, 4]) {
+        const start = k.key_prefix.slice(0, n)
+        const found = await list(`key_prefix=${start}&page_size=100`)
+        expect(found.data.map((x: { id: string }) => x.id)).toEqual(newestFirst.filter((x) => x.key_prefix.startsWith(start)).map((x) => x.id))
+        expect(found.data.every((x: { key_prefix: string }) => x.key_prefix.startsWith(start))).toBe(true)
+      }
+    }
+    // Combined with the other filters and paging.
+    const first = keys[1]
+    const combined = await list(`key_prefix=${first.key_prefix}&plan=pro&status=active&product_id=${p.id}&page_size=1`)
+    expect(combined.data.map((x: { id: string }) => x.id)).toEqual([first.id])
+    expect(combined).toMatchObject({ page: 0, page_size: 1, total: 1, has_more: false })
+    expect((await list(`key_prefix=${first.key_prefix}&plan=nope`)).data).toEqual([])
+    // A prefix no key of this account has: an empty page.
+    const unused = ['00000', 'ZZZZZ', 'Z0Z0Z'].find((x) => !keys.some((k) => k.key_prefix === x))!
+    expect(await list(`key_prefix=${unused}`)).toMatchObject({ data: [], total: 0, has_more: false })
+  })
+
+  test('GET /v1/keys?key_prefix: anything but 1 to 5 characters of the key alphabet is 400', async () => {
+    const { token } = await h.account()
+    const key = await newKey(h.call, token, (await newProduct(h.call, token)).id)
+    const bad = ['', 'abcde', 'a', key.key_value.slice(0, 6), key.key_value.slice(0, 7), 'ABCDEF', 'I', 'L', 'O', 'U', 'A%', '_', 'AB-C', 'A B', '%25', 'Ä']
+    for (const value of bad) {
+      const res = await h.call('GET', `/v1/keys?key_prefix=${encodeURIComponent(value)}`, { token })
+      const problem = expectProblem(res, 400, 'invalid_request')
+      expect(problem.errors[0].field).toMatch(/^query(\.key_prefix|$)/)
+    }
+    // (Lower case is refused rather than silently matching nothing: key_prefix is stored upper case.)
+    expect((await h.call('GET', `/v1/keys?key_prefix=${key.key_prefix}`, { token })).body.total).toBe(1)
+  })
+
   test('GET /v1/keys/:id: the key plus its full activation history, oldest first', async () => {
     const { id, token } = await h.account()
     const p = await newProduct(h.call, token)

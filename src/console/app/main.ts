@@ -14,6 +14,7 @@ import { Keys } from './pages/keys'
 import { KeyPage } from './pages/key'
 import { Webhooks, WebhookPage } from './pages/webhooks'
 import { ApiKeys } from './pages/api-keys'
+import { Activity } from './pages/activity'
 import { Accounts, AccountPage } from './pages/accounts'
 
 interface NavItem {
@@ -27,6 +28,7 @@ const ACCOUNT_NAV: NavItem[] = [
   { hash: '#/keys', label: 'License keys' },
   { hash: '#/webhooks', label: 'Webhooks' },
   { hash: '#/api-keys', label: 'API keys' },
+  { hash: '#/activity', label: 'Activity' },
 ]
 const OPERATOR_NAV: NavItem[] = [{ hash: '#/accounts', label: 'Accounts' }]
 
@@ -57,6 +59,8 @@ function route(session: Session, hash: string) {
       return parts[1] ? html`<${WebhookPage} id=${parts[1]} />` : html`<${Webhooks} />`
     case 'api-keys':
       return html`<${ApiKeys} />`
+    case 'activity':
+      return html`<${Activity} query=${query} />`
     default:
       return html`<${Overview} />`
   }

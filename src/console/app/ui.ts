@@ -3,6 +3,7 @@
 import { h, type ComponentChildren } from 'preact'
 import { useCallback, useEffect, useState } from 'preact/hooks'
 import htm from 'htm'
+import { SCOPES } from '../../core/scopes'
 import { ApiError, type Problem } from './api'
 
 export const html = htm.bind(h)
@@ -38,10 +39,11 @@ export function asProblem(err: unknown): Problem {
   return { status: 0, code: 'client_error', detail: err instanceof Error ? err.message : String(err) }
 }
 
+const SCOPE_RE = new RegExp(`(${SCOPES.join('|')})`)
 /** The scope a 403 insufficient_scope names in its detail (e.g. "requires scope keys:read"). */
 export function missingScope(p: Problem): string | null {
   if (p.status !== 403) return null
-  const m = /(full_access|validate|keys:read|keys:write|keys:revoke|products:read|products:write|analytics:read|offline:write)/.exec(p.detail)
+  const m = SCOPE_RE.exec(p.detail)
   return m ? m[1] : 'another scope'
 }
 
@@ -59,9 +61,9 @@ export function FormProblem({ problem, fields = [] }: { problem: Problem | null;
   return html`<p class="alert" role="alert">${problem.detail}</p>`
 }
 
-export function Field(props: { label: string; id: string; problem?: Problem | null; name?: string; hint?: string; children: ComponentChildren }) {
+export function Field(props: { label: string; id: string; problem?: Problem | null; name?: string; hint?: string; class?: string; children: ComponentChildren }) {
   const err = fieldError(props.problem ?? null, props.name ?? props.id)
-  return html`<div class=${'field' + (err ? ' invalid' : '')}>
+  return html`<div class=${'field' + (props.class ? ' ' + props.class : '') + (err ? ' invalid' : '')}>
     <label for=${props.id}>${props.label}</label>
     ${props.children}
     ${props.hint ? html`<small class="hint">${props.hint}</small>` : null}
@@ -75,7 +77,9 @@ export function LoadError({ problem, what }: { problem: Problem; what: string })
   if (scope) {
     return html`<div class="panel notice" role="status">
       <h2>This page needs the <code>${scope}</code> scope</h2>
-      <p>The API token you signed in with cannot ${what}. Sign in with a token whose scope is <code>${scope}</code> or <code>full_access</code>.</p>
+      <p>The API token you signed in with cannot ${what}. ${scope === 'full_access'
+          ? html`Only a <code>full_access</code> token can: sign in with one.`
+          : html`Sign in with a token whose scope is <code>${scope}</code> or <code>full_access</code>.`}</p>
       <p class="muted">${problem.detail}</p>
     </div>`
   }

@@ -3,35 +3,17 @@
 import type { Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import type { Principal } from '../../core/principal'
+import { ACTOR_TYPES, EVENT_TYPES, type ActorType, type EventType } from '../../core/events'
 
-export const EVENT_TYPES = [
-  'key.created',
-  'key.revoked',
-  'key.expired',
-  'key.extended',
-  'key.updated',
-  'activation.created',
-  'activation.deactivated',
-  'product.created',
-  'account.plan_changed',
-  'api_key.created',
-  'product.updated',
-  'product.deleted',
-  'api_key.rotated',
-  'api_key.deleted',
-  'webhook.created',
-  'webhook.updated',
-  'webhook.deleted',
-] as const
-export type EventType = (typeof EVENT_TYPES)[number]
+// The vocabulary lives in core (the console's bundle shares it); re-exported for the modules.
+export { ACTOR_TYPES, EVENT_TYPES, type EventType }
 
-export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system'] as const
 /**
  * Who made a change: the API key (`ak_` id) that called the API, the operator (ADMIN_TOKEN), a device
  * (validate, deactivate) or the system (expiry, inactivity release). Only an API key has an id.
  */
 export interface Actor {
-  type: (typeof ACTOR_TYPES)[number]
+  type: ActorType
   id: string | null
 }
 export const OPERATOR: Actor = Object.freeze({ type: 'operator', id: null })

@@ -62,10 +62,21 @@ export const PatchKeyBody = t.Object({
 })
 export type PatchKeyBody = typeof PatchKeyBody.static
 
+/** The start of a key value as stored in key_prefix: 1 to 5 Crockford base32 characters, upper case. */
+export const KEY_PREFIX_PATTERN = '^[0-9A-HJKMNP-TV-Z]{1,5}$'
+
 export const ListKeysQuery = q.Object({
   product_id: q.Optional(q.String()),
   status: q.Optional(q.Union([q.Literal('active'), q.Literal('revoked'), q.Literal('expired')])),
   plan: q.Optional(q.String({ maxLength: 64 })),
+  key_prefix: q.Optional(
+    q.String({
+      pattern: KEY_PREFIX_PATTERN,
+      description:
+        'Only keys whose key value starts with these 1 to 5 characters (key_prefix as shown: 0-9 and upper-case A-Z without I, L, O, U); anything else is 400',
+      examples: ['ABCDE'],
+    }),
+  ),
   // Bounded so page * page_size always fits the database's OFFSET; deeper pages would be empty anyway.
   page: q.Optional(q.Integer({ minimum: 0, maximum: 1_000_000, default: 0 })),
   page_size: q.Optional(q.Integer({ minimum: 1, maximum: 100, default: 20 })),

@@ -95,6 +95,8 @@ export interface KeyFilter {
   productId?: string
   status?: KeyStatus
   plan?: string
+  /** Matches the start of key_prefix; the route lets only [0-9A-Z] through, so LIKE needs no escaping. */
+  keyPrefix?: string
   page: number
   pageSize: number
 }
@@ -103,6 +105,7 @@ export async function listKeys(sql: Sql, accountId: string, f: KeyFilter): Promi
   const where = sql`k.account_id = ${accountId}
     ${f.productId !== undefined ? sql`and k.product_id = ${f.productId}` : sql``}
     ${f.plan !== undefined ? sql`and k.plan = ${f.plan}` : sql``}
+    ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
     ${
       f.status === 'active'
         ? sql`and k.status = 'active' and (k.expires_at is null or k.expires_at > now())`

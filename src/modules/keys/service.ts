@@ -62,7 +62,7 @@ export async function getKey(deps: Deps, who: Principal, id: string) {
 export async function listKeys(
   deps: Deps,
   who: Principal,
-  query: { product_id?: string; status?: KeyStatus; plan?: string; page?: number; page_size?: number },
+  query: { product_id?: string; status?: KeyStatus; plan?: string; key_prefix?: string; page?: number; page_size?: number },
 ) {
   const page = query.page ?? 0
   const pageSize = query.page_size ?? 20
@@ -70,6 +70,7 @@ export async function listKeys(
     productId: query.product_id,
     status: query.status,
     plan: query.plan,
+    keyPrefix: query.key_prefix,
     page,
     pageSize,
   })

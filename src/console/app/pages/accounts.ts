@@ -1,4 +1,5 @@
 import { useState } from 'preact/hooks'
+import { PLANS } from '../../../core/plans'
 import { get, patch, post, qs } from '../api'
 import { Field, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
 import { CreateApiKey } from './api-keys'
@@ -17,7 +18,6 @@ interface AccountPageData {
   total: number
   has_more: boolean
 }
-const PLANS = ['free', 'hobby', 'starter', 'growth', 'enterprise']
 
 function CreateAccount({ onCancel }: { onCancel: () => void }) {
   const [name, setName] = useState('')
@@ -96,7 +96,7 @@ export function Accounts() {
               )}</tbody></table></div>
               <nav class="pager" aria-label="Pages">
                 <button class="btn small" type="button" disabled=${page === 0} onClick=${() => setPage(page - 1)}>Previous</button>
-                <span>${num(d.total)} accounts</span>
+                <span>${num(d.total)} ${d.total === 1 ? 'account' : 'accounts'}</span>
                 <button class="btn small" type="button" disabled=${!d.has_more} onClick=${() => setPage(page + 1)}>Next</button>
               </nav>`}`
 }
@@ -115,7 +115,7 @@ export function AccountPage({ id }: { id: string }) {
     <${PageHead} title=${a.name}>
       <button class="btn" type="button" disabled=${issuing} onClick=${() => { setToken(null); setIssuing(true) }}>Issue an API key</button>
     </${PageHead}>
-    ${issuing ? html`<${CreateApiKey} path=${`/admin/accounts/${id}/api-keys`} onCancel=${() => setIssuing(false)} onDone=${(t: string) => { setIssuing(false); setToken(t) }} />` : null}
+    ${issuing ? html`<${CreateApiKey} path=${`/admin/accounts/${id}/api-keys`} onCancel=${() => setIssuing(false)} onDone=${(t: string) => { setIssuing(false); setToken(t); acct.reload() }} />` : null}
     ${token ? html`<${Secret} label="API token for this account" value=${token} />` : null}
     <section class="panel">
       <dl class="props">

@@ -1,4 +1,5 @@
 import { useState } from 'preact/hooks'
+import { SCOPES } from '../../../core/scopes'
 import { del, get, post } from '../api'
 import { Field, FormProblem, html, LoadError, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
 
@@ -10,7 +11,6 @@ interface ApiKey {
   created_at: string
   last_used_at: string | null
 }
-export const SCOPES = ['full_access', 'validate', 'keys:read', 'keys:write', 'keys:revoke', 'products:read', 'products:write', 'analytics:read', 'offline:write']
 
 export function CreateApiKey({ path, onDone, onCancel }: { path: string; onDone: (token: string) => void; onCancel: () => void }) {
   const [name, setName] = useState('')

@@ -1,6 +1,6 @@
-import { useState } from 'preact/hooks'
+import { useEffect, useState } from 'preact/hooks'
 import { ApiError, get, post, qs } from '../api'
-import { Badge, Field, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import { Badge, Field, fieldError, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
 import type { Product } from './products'
 
 export interface LicenseKey {
@@ -95,21 +95,51 @@ function CreateKey({ products, onCreated, onCancel }: { products: Product[]; onC
   </form>`
 }
 
+/**
+ * What a customer reads out (`abcde-fghjk…`, any case) → the key_prefix the API matches: upper case,
+ * no dashes or spaces, at most 5 characters.
+ */
+export const toKeyPrefix = (typed: string) => typed.toUpperCase().replace(/[\s-]/g, '').slice(0, 5)
+const PREFIX_HELP = 'Key values use only the digits 0-9 and the letters A-Z without I, L, O and U.'
+
 export function Keys({ query }: { query: URLSearchParams }) {
   const [product, setProduct] = useState(query.get('product') ?? '')
   const [status, setStatus] = useState('')
+  const [typed, setTyped] = useState('')
+  const [prefix, setPrefix] = useState('')
   const [page, setPage] = useState(0)
   const [creating, setCreating] = useState(false)
   const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
-  const list = useLoad(() => get<KeyPage>('/v1/keys' + qs({ product_id: product, status, page, page_size: PAGE_SIZE })), [product, status, page])
+  const list = useLoad(
+    () => get<KeyPage>('/v1/keys' + qs({ product_id: product, status, key_prefix: prefix, page, page_size: PAGE_SIZE })),
+    [product, status, prefix, page],
+  )
+  // The search runs a moment after typing stops (or at once on Enter).
+  useEffect(() => {
+    const next = toKeyPrefix(typed)
+    if (next === prefix) return
+    const t = setTimeout(() => {
+      setPrefix(next)
+      setPage(0)
+    }, 300)
+    return () => clearTimeout(t)
+  }, [typed])
   const names = new Map((products.data?.data ?? []).map((p) => [p.id, p.name]))
   if (list.error && !list.data && list.error.status === 403) return html`<${PageHead} title="License keys" /><${LoadError} problem=${list.error} what="list license keys" />`
+  // A 400 for the prefix is shown under the search field, in words.
+  const prefixProblem =
+    list.error?.status === 400 && fieldError(list.error, 'key_prefix') !== null ? { ...list.error, errors: [{ field: 'key_prefix', message: PREFIX_HELP }] } : null
   const d = list.data
   return html`<${PageHead} title="License keys">
       <button class="btn primary" type="button" disabled=${creating} onClick=${() => setCreating(true)}>New key</button>
     </${PageHead}>
     ${creating ? html`<${CreateKey} products=${products.data?.data ?? []} onCreated=${list.reload} onCancel=${() => setCreating(false)} />` : null}
-    <div class="filters" role="search">
+    <form class="filters" role="search" aria-label="Filter the keys" onSubmit=${(e: Event) => { e.preventDefault(); setPrefix(toKeyPrefix(typed)); setPage(0) }}>
+      <${Field} label="Key starts with" id="f-prefix" name="key_prefix" problem=${prefixProblem}>
+        <input id="f-prefix" type="search" class="mono" value=${typed} placeholder="ABCDE" autocomplete="off" spellcheck=${false} maxlength="29"
+          aria-describedby=${prefixProblem ? 'f-prefix-error' : undefined}
+          onInput=${(e: Event) => setTyped((e.target as HTMLInputElement).value)} />
+      </${Field}>
       <div class="field inline-field">
         <label for="f-product">Product</label>
         <select id="f-product" value=${product} onChange=${(e: Event) => { setProduct((e.target as HTMLSelectElement).value); setPage(0) }}>
@@ -123,12 +153,12 @@ export function Keys({ query }: { query: URLSearchParams }) {
           <option value="">All</option><option value="active">Active</option><option value="revoked">Revoked</option><option value="expired">Expired</option>
         </select>
       </div>
-    </div>
-    ${list.error ? html`<${LoadError} problem=${list.error} what="list license keys" />` : null}
+    </form>
+    ${list.error && !prefixProblem ? html`<${LoadError} problem=${list.error} what="list license keys" />` : null}
     ${!d
       ? list.error ? null : html`<${Spinner} />`
       : d.data.length === 0
-        ? html`<div class="panel empty"><p>No key matches these filters.</p></div>`
+        ? html`<div class="panel empty"><p>${prefix ? `No key starts with ${prefix}${product || status ? ' among these filters' : ''}.` : 'No key matches these filters.'}</p></div>`
         : html`<div class="table-wrap"><table class="table">
             <thead><tr><th>Key</th><th>Product</th><th>Status</th><th class="num">Devices</th><th class="hide-s">Expires</th><th class="hide-s">Created</th></tr></thead>
             <tbody>${d.data.map(

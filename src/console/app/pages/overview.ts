@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks'
 import { get, qs } from '../api'
-import { DailyBars, HBars } from '../chart'
+import { DailyBars, HBars, StackedDailyBars, type Stack } from '../chart'
 import { html, LoadError, num, PageHead, Spinner, useLoad } from '../ui'
 
 interface Overview {
@@ -16,6 +16,28 @@ interface Product {
   id: string
   name: string
 }
+interface ValidationsDay {
+  date: string
+  valid: number
+  not_found: number
+  revoked: number
+  expired: number
+  activation_limit: number
+  rate_limited: number
+}
+type Range = '7d' | '30d' | '90d'
+
+/** How validate calls were answered, bottom of the stack first. */
+const OUTCOMES: Stack[] = [
+  { key: 'valid', label: 'Valid', color: '--c-valid' },
+  { key: 'activation_limit', label: 'Device limit', color: '--c-limit' },
+  { key: 'expired', label: 'Expired', color: '--c-expired' },
+  { key: 'revoked', label: 'Revoked', color: '--c-revoked' },
+  { key: 'not_found', label: 'Unknown key', color: '--c-unknown' },
+  { key: 'rate_limited', label: 'Over daily limit', color: '--c-rate' },
+]
+/** Neither belongs to a product: with a product filter they are always 0. */
+const NO_PRODUCT = new Set(['not_found', 'rate_limited'])
 
 const countryName = (() => {
   try {
@@ -45,14 +67,17 @@ function Usage({ used, limit }: { used: number; limit: number }) {
 }
 
 export function Overview() {
-  const [range, setRange] = useState<'7d' | '30d' | '90d'>('30d')
+  const [range, setRange] = useState<Range>('30d')
   const [product, setProduct] = useState('')
   const overview = useLoad(() => get<Overview>('/v1/analytics/overview'), [])
   const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
   const trend = useLoad(() => get<{ date: string; activations: number }[]>('/v1/analytics/activations' + qs({ range, product_id: product })), [range, product])
+  const outcomes = useLoad(() => get<ValidationsDay[]>('/v1/analytics/validations' + qs({ range, product_id: product })), [range, product])
   const geo = useLoad(() => get<{ country: string; activations: number }[]>('/v1/analytics/geography'), [])
   if (overview.error) return html`<${PageHead} title="Overview" /><${LoadError} problem=${overview.error} what="read analytics" />`
   const o = overview.data
+  const days = Number(range.replace('d', ''))
+  const productName = (products.data?.data ?? []).find((p) => p.id === product)?.name
   return html`<${PageHead} title="Overview" />
     ${!o
       ? html`<${Spinner} />`
@@ -62,38 +87,54 @@ export function Overview() {
           <${Card} label="Expiring within 7 days" value=${num(o.expiring_soon)} />
           <${Usage} used=${o.api_calls_today} limit=${o.api_calls_limit_today} />
         </div>`}
-    <div class="grid-charts">
-      <section class="panel" aria-labelledby="act-h">
-        <div class="panel-head">
-          <h2 id="act-h">Activations per day</h2>
-          <div class="controls">
-            <label class="sr-only" for="act-product">Product</label>
-            <select id="act-product" value=${product} onChange=${(e: Event) => setProduct((e.target as HTMLSelectElement).value)}>
-              <option value="">All products</option>
-              ${(products.data?.data ?? []).map((p) => html`<option value=${p.id}>${p.name}</option>`)}
-            </select>
-            <div class="segmented" role="group" aria-label="Range">
-              ${(['7d', '30d', '90d'] as const).map(
-                (r) => html`<button type="button" aria-pressed=${range === r} onClick=${() => setRange(r)}>${r.replace('d', ' days')}</button>`,
-              )}
-            </div>
+    <section aria-labelledby="trends-h">
+      <div class="section-head">
+        <h2 id="trends-h">Last ${days} days${productName ? html` · <span class="muted">${productName}</span>` : null}</h2>
+        <div class="controls">
+          <label class="sr-only" for="chart-product">Product</label>
+          <select id="chart-product" value=${product} onChange=${(e: Event) => setProduct((e.target as HTMLSelectElement).value)}>
+            <option value="">All products</option>
+            ${(products.data?.data ?? []).map((p) => html`<option value=${p.id}>${p.name}</option>`)}
+          </select>
+          <div class="segmented" role="group" aria-label="Range">
+            ${(['7d', '30d', '90d'] as const).map(
+              (r) => html`<button type="button" aria-pressed=${range === r} onClick=${() => setRange(r)}>${r.replace('d', ' days')}</button>`,
+            )}
           </div>
         </div>
-        ${trend.error
-          ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
-          : trend.data
-            ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />`
-            : html`<${Spinner} />`}
-      </section>
-      <section class="panel" aria-labelledby="geo-h">
-        <h2 id="geo-h">Activations by country</h2>
-        ${geo.error
-          ? html`<${LoadError} problem=${geo.error} what="read analytics" />`
-          : !geo.data
-            ? html`<${Spinner} />`
-            : geo.data.length === 0
-              ? html`<p class="muted empty">No activation with a known country yet.</p>`
-              : html`<${HBars} label="Activations by country" rows=${geo.data.slice(0, 12).map((g) => ({ name: countryName(g.country), value: g.activations }))} />`}
-      </section>
-    </div>`
+      </div>
+      <div class="grid-2 charts">
+        <section class="panel" aria-labelledby="act-h">
+          <h2 id="act-h">Activations per day</h2>
+          ${trend.error
+            ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
+            : trend.data
+              ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />
+                  <p class="muted small">${num(trend.data.reduce((s, d) => s + d.activations, 0))} new devices in ${days} days (UTC days).</p>`
+              : html`<${Spinner} />`}
+        </section>
+        <section class="panel" aria-labelledby="val-h">
+          <h2 id="val-h">Validations by outcome</h2>
+          ${outcomes.error
+            ? html`<${LoadError} problem=${outcomes.error} what="read analytics" />`
+            : outcomes.data
+              ? html`<${StackedDailyBars}
+                    label="Validations by outcome"
+                    days=${outcomes.data as unknown as Record<string, number | string>[]}
+                    stacks=${product ? OUTCOMES.filter((s) => !NO_PRODUCT.has(s.key)) : OUTCOMES} />`
+              : html`<${Spinner} />`}
+        </section>
+      </div>
+    </section>
+    <section class="panel" aria-labelledby="geo-h">
+      <h2 id="geo-h">Activations by country</h2>
+      ${geo.error
+        ? html`<${LoadError} problem=${geo.error} what="read analytics" />`
+        : !geo.data
+          ? html`<${Spinner} />`
+          : geo.data.length === 0
+            ? html`<p class="muted empty">No activation with a known country yet.</p>`
+            : html`<${HBars} label="Activations by country" rows=${geo.data.slice(0, 12).map((g) => ({ name: countryName(g.country), value: g.activations }))} />
+                ${geo.data.length > 12 ? html`<p class="muted small">And ${geo.data.length - 12} more countries.</p>` : null}`}
+    </section>`
 }

@@ -1,4 +1,6 @@
 import { useState } from 'preact/hooks'
+// The event types the server emits, from the one list it validates subscriptions against.
+import { EVENT_TYPES } from '../../../core/events'
 import { del, get, patch, post } from '../api'
 import { Badge, Field, FormProblem, html, LoadError, navigate, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
 
@@ -21,8 +23,15 @@ interface Attempt {
   created_at: string
 }
 
-// The event types the API accepts today (the OpenAPI document lists them under webhooks).
-const EVENT_TYPES = ['key.created', 'key.revoked', 'key.expired', 'key.extended', 'activation.created', 'activation.deactivated', 'product.created', 'account.plan_changed']
+
+/** In columns, alphabetically: each kind of object's events stay together. */
+const SORTED_TYPES = [...EVENT_TYPES].sort()
+
+/** A webhook's subscriptions in a table cell: all, or the first few. */
+function eventsSummary(events: string[]) {
+  if (EVENT_TYPES.every((t) => events.includes(t))) return 'All events'
+  return events.length > 3 ? `${events.slice(0, 3).join(', ')} and ${events.length - 3} more` : events.join(', ')
+}
 
 function WebhookForm({ hook, onDone, onCancel }: { hook?: Webhook; onDone: (w: Webhook & { secret?: string }) => void; onCancel: () => void }) {
   const [url, setUrl] = useState(hook?.url ?? '')
@@ -38,10 +47,16 @@ function WebhookForm({ hook, onDone, onCancel }: { hook?: Webhook; onDone: (w: W
     <${Field} label="Endpoint URL" id="wh-url" name="url" problem=${problem}>
       <input id="wh-url" type="url" required placeholder="https://example.com/keyward" value=${url} onInput=${(e: Event) => setUrl((e.target as HTMLInputElement).value)} />
     </${Field}>
-    <fieldset class=${'events' + (eventsError ? ' invalid' : '')}>
-      <legend>Events</legend>
-      ${EVENT_TYPES.map((t) => html`<label class="check"><input type="checkbox" checked=${events.includes(t)} onChange=${() => toggle(t)} /> <span class="mono">${t}</span></label>`)}
-      ${eventsError ? html`<small class="field-error" role="alert">${eventsError.message}</small>` : null}
+    <fieldset class=${'events' + (eventsError ? ' invalid' : '')} aria-describedby=${eventsError ? 'wh-events-error' : undefined}>
+      <legend>Events <span class="muted small">(${events.length} of ${EVENT_TYPES.length})</span></legend>
+      <div class="events-all">
+        <button class="btn small" type="button" onClick=${() => setEvents([...EVENT_TYPES])} disabled=${events.length === EVENT_TYPES.length}>Select all events</button>
+        <button class="btn small" type="button" onClick=${() => setEvents([])} disabled=${events.length === 0}>Clear all events</button>
+      </div>
+      <div class="event-list">
+        ${SORTED_TYPES.map((t) => html`<label class="check"><input type="checkbox" checked=${events.includes(t)} onChange=${() => toggle(t)} /> <span class="mono">${t}</span></label>`)}
+      </div>
+      ${eventsError ? html`<small class="field-error" id="wh-events-error" role="alert">${eventsError.message}</small>` : null}
     </fieldset>
     <${FormProblem} problem=${problem} fields=${['url', 'events']} />
     <div class="form-actions">
@@ -72,7 +87,7 @@ export function Webhooks() {
             <tbody>${list.data.data.map(
               (w) => html`<tr>
                 <td><a href=${`#/webhooks/${w.id}`} class="break">${w.url}</a></td>
-                <td class="hide-s small">${w.events.join(', ')}</td>
+                <td class="hide-s small">${eventsSummary(w.events)}</td>
                 <td><${Badge} status=${w.is_active ? 'enabled' : 'disabled'} /></td>
               </tr>`,
             )}</tbody></table></div>`}`
@@ -102,7 +117,9 @@ export function WebhookPage({ id }: { id: string }) {
         <div class="wide"><dt>Endpoint</dt><dd class="break">${w.url}</dd></div>
         <div><dt>State</dt><dd><${Badge} status=${w.is_active ? 'enabled' : 'disabled'} /></dd></div>
         <div><dt>Created</dt><dd>${when(w.created_at)}</dd></div>
-        <div class="wide"><dt>Events</dt><dd>${w.events.map((e) => html`<span class="chip mono">${e}</span>`)}</dd></div>
+        <div class="wide"><dt>Events</dt><dd>${EVENT_TYPES.every((t) => w.events.includes(t))
+          ? html`All ${EVENT_TYPES.length} event types`
+          : [...w.events].sort().map((e) => html`<span class="chip mono">${e}</span>`)}</dd></div>
       </dl>
     </section>
     <section class="panel" aria-labelledby="del-h">

@@ -1,0 +1,26 @@
+// The contract's event vocabulary: every event type the service emits (webhooks subscribe to these,
+// `GET /v1/events?type=` filters by them) and who can cause one. No imports: the console's browser
+// bundle reads this file too, so its webhook form offers exactly the types the server emits.
+export const EVENT_TYPES = [
+  'key.created',
+  'key.revoked',
+  'key.expired',
+  'key.extended',
+  'key.updated',
+  'activation.created',
+  'activation.deactivated',
+  'product.created',
+  'account.plan_changed',
+  'api_key.created',
+  'product.updated',
+  'product.deleted',
+  'api_key.rotated',
+  'api_key.deleted',
+  'webhook.created',
+  'webhook.updated',
+  'webhook.deleted',
+] as const
+export type EventType = (typeof EVENT_TYPES)[number]
+
+export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system'] as const
+export type ActorType = (typeof ACTOR_TYPES)[number]
