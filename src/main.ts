@@ -31,6 +31,7 @@ try {
 const mode = config.embedded ? `embedded (data in ${config.dataDir})` : 'external Postgres'
 console.log(`Keyward listening on ${node.url}  [${mode}]`)
 console.log(`API docs: ${node.url}/docs   OpenAPI: ${node.url}/docs/json`)
+console.log(`Console: ${node.url}/console   (sign in with an API token, or the ADMIN_TOKEN for operator mode)`)
 if (node.demoToken) {
   console.log(`Demo account created (plan growth). Its full_access token, shown only this once:\n  ${node.demoToken}`)
   console.log(`Try: curl -H "Authorization: Bearer ${node.demoToken}" ${node.url}/v1/ping`)

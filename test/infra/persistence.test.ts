@@ -78,6 +78,7 @@ test('data and the demo account survive a restart; the demo token is printed on 
   }
   expect(firstOutput.match(/kw_[A-Za-z0-9]{32}/g)!.length).toBeGreaterThanOrEqual(1)
   expect(firstOutput).toContain('Demo account created (plan growth)')
+  expect(firstOutput).toMatch(/Console: http:\/\/\S+\/console /)
   // the embedded store and the generated secret key live under DATA_DIR, the key readable by us only
   expect(statSync(join(dataDir, 'pgdata')).isDirectory()).toBe(true)
   expect(statSync(join(dataDir, 'secret.key')).mode & 0o077).toBe(0)
