@@ -89,6 +89,9 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     demoToken = api_key.token
   }
   const validation = deps.validation
+  // Before an inactivity release judges a device idle, every node writes the last-seen times it
+  // batches (modules/activations/inactivity-release.ts).
+  deps.bus.onBarrier(() => validation.flush())
   const jobs = [
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
@@ -96,7 +99,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'validation-outcomes', () => validation.outcomes.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
-      releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs), flushFirst: () => validation.flush() })),
+      releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs) })),
     every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)

@@ -34,11 +34,29 @@ export interface Bus {
    * which every writer waits out). Called on every validate: must stay a field comparison.
    */
   trusted(now: number): boolean
+  /**
+   * Asks every node to run its barrier handlers (e.g. write what it batches in memory) and waits:
+   * true once every live member and this node have done so, false when one could not be asked or
+   * did not confirm within `timeoutMs` (NATS down, a partitioned or an older node). This node's own
+   * handlers always run; their failure rejects.
+   */
+  barrier(timeoutMs?: number): Promise<boolean>
+  /** A handler run for every barrier (this node's and the others'). */
+  onBarrier(handler: () => Promise<void>): () => void
   close(): Promise<void>
+}
+
+/** How long a barrier waits for the other nodes' confirmations by default. */
+export const BARRIER_TIMEOUT_MS = 1_000
+
+/** Runs every barrier handler at once; rejects if one fails. */
+export async function runBarrierHandlers(handlers: Iterable<() => Promise<void>>): Promise<void> {
+  await Promise.all([...handlers].map((h) => h()))
 }
 
 export class LocalBus implements Bus {
   private handlers = new Set<(msg: BusMessage) => void>()
+  private barriers = new Set<() => Promise<void>>()
 
   async publish(msg: BusMessage): Promise<void> {
     for (const h of this.handlers) h(msg)
@@ -57,7 +75,18 @@ export class LocalBus implements Bus {
     return true // one process: every invalidation is applied before the write returns
   }
 
+  async barrier(): Promise<boolean> {
+    await runBarrierHandlers(this.barriers)
+    return true // the only node
+  }
+
+  onBarrier(handler: () => Promise<void>): () => void {
+    this.barriers.add(handler)
+    return () => this.barriers.delete(handler)
+  }
+
   async close(): Promise<void> {
     this.handlers.clear()
+    this.barriers.clear()
   }
 }

@@ -25,3 +25,10 @@ export async function notYetSeen(sql: Sql, nodes: string[], seq: number): Promis
 export async function leave(sql: Sql, node: string): Promise<void> {
   await sql`delete from cluster_nodes where id = ${node}`
 }
+
+/** The other nodes that renewed within `windowMs`: those that may be serving (and batching) now. */
+export async function liveNodes(sql: Sql, node: string, windowMs: number): Promise<string[]> {
+  const rows = await sql<{ id: string }[]>`select id from cluster_nodes
+    where id <> ${node} and heard_at > clock_timestamp() - make_interval(secs => ${windowMs / 1000})`
+  return rows.map((r) => r.id)
+}

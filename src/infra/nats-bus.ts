@@ -2,6 +2,8 @@
 //   .inv           invalidations and device broadcasts   {id, from, seq, msg}
 //   .ack.<node>    a receiver's ack to the writer         {id, from}
 //   .hb            heartbeats (live membership)            {node, hello?, bye?}
+//   .barrier       a barrier request                       {id, from}
+//   .barrier-done.<node>  a member ran its barrier handlers  {id, from}
 // `publish` applies the message locally, sends it, and returns only when every node that may still
 // answer from memory has dropped its copy or has provably stopped trusting its memory (the fault
 // rule in ARCHITECTURE.md), whatever the bus is doing:
@@ -29,10 +31,10 @@
 import { hostname } from 'node:os'
 import { connect, type NatsConnection } from 'nats'
 import client from 'prom-client'
-import type { Bus, BusMessage, BusState } from './bus'
+import { BARRIER_TIMEOUT_MS, runBarrierHandlers, type Bus, type BusMessage, type BusState } from './bus'
 import type { Sql } from './db'
 import type { Logger } from './log'
-import { announce, beat, leave, notYetSeen } from './cluster-nodes'
+import { announce, beat, leave, liveNodes, notYetSeen } from './cluster-nodes'
 import { busConnected, invalidations, registry } from './metrics'
 
 export interface NatsBusOptions {
@@ -92,6 +94,8 @@ export class NatsBus implements Bus {
   private handlers = new Set<(msg: BusMessage) => void>()
   private members = new Map<string, number>()
   private waiters = new Map<string, Waiter>()
+  private barriers = new Set<() => Promise<void>>()
+  private barrierWaiters = new Map<string, Waiter>()
   private current: BusState = 'down'
   private closed = false
   private timers: ReturnType<typeof setInterval>[] = []
@@ -170,6 +174,11 @@ export class NatsBus implements Bus {
     on<Envelope>('inv', (env) => this.onMessage(env))
     on<{ id: string; from: string }>(`ack.${this.nodeId}`, (ack) => this.onAck(ack))
     on<{ node: string; hello?: boolean; bye?: boolean }>('hb', (hb) => this.onHeartbeat(hb))
+    on<{ id: string; from: string }>('barrier', (req) => this.onBarrierRequest(req))
+    on<{ id: string; from: string }>(`barrier-done.${this.nodeId}`, (done) => {
+      const w = this.barrierWaiters.get(done.id)
+      if (w && w.missing.delete(done.from) && w.missing.size === 0) w.done()
+    })
     void this.watchStatus(nc)
     // Also on the first connection: a node that started while NATS was down has been serving.
     await this.catchUp('connect')
@@ -423,6 +432,51 @@ export class NatsBus implements Bus {
     return () => this.handlers.delete(handler)
   }
 
+  onBarrier(handler: () => Promise<void>): () => void {
+    this.barriers.add(handler)
+    return () => this.barriers.delete(handler)
+  }
+
+  /**
+   * Members: the nodes whose Postgres row was renewed lately (the same list a writer waits for), so a
+   * node that is serving but silent on NATS counts as not confirmed rather than being forgotten.
+   * A member confirms only after its handlers succeeded.
+   */
+  async barrier(timeoutMs = BARRIER_TIMEOUT_MS): Promise<boolean> {
+    const local = runBarrierHandlers(this.barriers)
+    local.catch(() => {}) // awaited below, after the members: not an unhandled rejection meanwhile
+    const until = performance.now() + timeoutMs
+    const members =
+      this.current === 'ok' && this.nc
+        ? await withTimeout(liveNodes(this.opts.sql, this.nodeId, 2 * this.trustWindowMs + 1000), timeoutMs).catch(() => null)
+        : null
+    let complete = members !== null
+    if (members !== null && members.length > 0) {
+      const id = `${this.nodeId}.b${++this.nextId}`
+      const missing = new Set(members)
+      let done: () => void = () => {}
+      const confirmed = new Promise<void>((r) => (done = r))
+      this.barrierWaiters.set(id, { missing, done })
+      this.send('barrier', { id, from: this.nodeId })
+      let timer: ReturnType<typeof setTimeout> | undefined
+      await Promise.race([confirmed, new Promise<void>((r) => (timer = setTimeout(r, Math.max(0, until - performance.now()))))])
+      clearTimeout(timer)
+      this.barrierWaiters.delete(id)
+      complete = missing.size === 0
+      if (!complete) this.opts.log.warn({ missing: [...missing] }, 'barrier: not every member confirmed in time')
+    }
+    await local
+    return complete
+  }
+
+  private onBarrierRequest(req: { id: string; from: string }) {
+    if (req.from === this.nodeId || this.closed) return
+    runBarrierHandlers(this.barriers).then(
+      () => this.send(`barrier-done.${req.from}`, { id: req.id, from: this.nodeId }),
+      (err) => this.opts.log.warn({ err: String(err) }, 'barrier handlers failed: not confirmed'),
+    )
+  }
+
   state(): BusState {
     return this.current
   }
@@ -433,6 +487,8 @@ export class NatsBus implements Bus {
     this.closed = true
     for (const t of this.timers) clearInterval(t)
     for (const id of [...this.waiters.keys()]) this.settle(id)
+    for (const w of this.barrierWaiters.values()) w.done()
+    this.barriers.clear()
     this.leaseEnd = 0
     this.trustUntil = 0
     await withTimeout(leave(this.opts.sql, this.nodeId), 2000).catch(() => {})

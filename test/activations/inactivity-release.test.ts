@@ -106,16 +106,28 @@ describe('inactivity release', () => {
     expect((await validate(h.call, token, { key: key.key_value, device_fingerprint: d })).body.valid).toBe(true)
     expect(h.node.deps.validation.lastSeen.size).toBeGreaterThan(0)
     expect(Date.now() - (await row(key.id, d))[0]!.last_validated_at.getTime()).toBeGreaterThan(500_000)
-    // the node's sweep writes its pending last-seen times before it judges anything idle
-    const released = await releaseInactiveActivations(
-      { sql: h.node.deps.sql, bus: h.node.deps.bus },
-      { graceMs: GRACE_MS, flushFirst: () => h.node.deps.validation.flush() },
-    )
-    expect(released).toBe(0)
+    // the sweep finds it due in Postgres, so it asks every node (here: this one) to write its pending
+    // last-seen times before it claims anything
+    expect(await sweep()).toBe(0)
     const [after] = await row(key.id, d)
     expect(after!.status).toBe('active')
     expect(Date.now() - after!.last_validated_at.getTime()).toBeLessThan(60_000)
     expect(await events(h.node.deps.sql, 'activation.deactivated', key.id)).toHaveLength(0)
+  })
+
+  test('a flush resolves only once every earlier recorded time is written, also one an earlier flush is still writing', async () => {
+    const { token, key } = await setup(h, { release_after_seconds: 60 })
+    const d = fingerprint()
+    expect((await validate(h.call, token, { key: key.key_value, device_fingerprint: d })).body.valid).toBe(true)
+    await idleFor(key.id, 600)
+    expect((await validate(h.call, token, { key: key.key_value, device_fingerprint: d })).body.valid).toBe(true)
+    const lastSeen = h.node.deps.validation.lastSeen
+    expect(lastSeen.size).toBe(1)
+    const first = lastSeen.flush() // takes the pending time and starts writing it
+    expect(lastSeen.size).toBe(0)
+    await lastSeen.flush() // nothing pending of its own: waits for the first one's write
+    expect(Date.now() - (await row(key.id, d))[0]!.last_validated_at.getTime()).toBeLessThan(60_000)
+    await first
   })
 
   test('the window is release_after_seconds plus the grace: just inside it nothing is released', async () => {

@@ -170,4 +170,48 @@ describe.if(cluster)('NatsBus on real NATS', () => {
     await writer.close()
     await reader.close()
   })
+  test('barrier: every member runs its handlers before it resolves true; one that fails or cannot hear makes it false', async () => {
+    const [a, b, c] = [await start(), await start(), await start(proxy.url('nats'))]
+    await until(() => a.liveMembers().length === 2 && c.state() === 'ok')
+    const ran: string[] = []
+    a.onBarrier(async () => void ran.push('a'))
+    b.onBarrier(async () => {
+      await Bun.sleep(150) // a slow write: the barrier waits for it
+      ran.push('b')
+    })
+    let cFails = false
+    c.onBarrier(async () => {
+      if (cFails) throw new Error('Postgres down')
+      ran.push('c')
+    })
+    expect(await a.barrier()).toBe(true)
+    expect(ran.sort()).toEqual(['a', 'b', 'c'])
+
+    // a member whose handlers fail does not confirm
+    ran.length = 0
+    cFails = true
+    const t0 = performance.now()
+    expect(await a.barrier(400)).toBe(false)
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(350)
+    expect(ran.sort()).toEqual(['a', 'b'])
+
+    // a member that is live in Postgres but hears nothing on NATS does not confirm either
+    cFails = false
+    ran.length = 0
+    proxy.pause()
+    expect(await a.barrier(400)).toBe(false)
+    expect(ran.sort()).toEqual(['a', 'b'])
+    proxy.resume()
+    await until(() => c.state() === 'ok')
+
+    // a member that left is not waited for; this node's own handler failing rejects
+    await c.close()
+    expect(await a.barrier()).toBe(true)
+    a.onBarrier(async () => {
+      throw new Error('local write failed')
+    })
+    expect(await a.barrier().catch((e: Error) => e.message)).toBe('local write failed')
+    await a.close()
+    await b.close()
+  })
 })

@@ -6,18 +6,22 @@
 //
 // What the job can know. A repeat validate on a node is recorded in memory and reaches
 // last_validated_at with that node's next last-seen flush (every FLUSH_INTERVAL_MS, carrying the time
-// of the answer, not of the write). So the job waits `grace` = flush interval + 1 s margin (the write's
-// own duration and clock skew between nodes and Postgres) beyond release_after_seconds, and the node
-// that sweeps writes its own pending last-seen times first. Guaranteed: a device is never released
-// less than release_after_seconds after a valid answer given on any node at least one flush interval
-// before the sweep (that answer is in Postgres by then). Not covered, by nature of batching: a device
-// already overdue that validates on another node during the last flush interval before the sweep
-// claims it, a node that crashed with unwritten last-seen times (at most one flush interval of them)
-// and a node whose flushes fail for longer than the grace. Such a device's next validate takes a slot
-// again if one is free. With the defaults (1 s flush, 1 s sweep) a due device is released within
-// release_after_seconds + ≈3 s, inside the contract's + 5 s.
+// of the answer, not of the write). So when a sweep finds anything due, it first asks every node to
+// write its pending last-seen times and waits for each to confirm (`bus.barrier()`: a NATS request
+// to every node whose Postgres row is live, one second at most), and only then claims what is still
+// due. The due test also keeps `grace` = flush interval + 1 s beyond release_after_seconds (clock skew
+// between nodes and Postgres, and the fallback below).
+// Guaranteed, when every node confirmed: a device is never released if it got a valid answer on any
+// node before the sweep began; an answer given during the sweep itself (its few milliseconds) races
+// it like any two concurrent writes, and that device's next validate takes a slot again if one is
+// free. When a node cannot confirm (NATS down, a node cut off, an older node), the sweep goes on
+// with the grace alone: then an answer given on that node at least one flush interval before the
+// sweep counts, and one given during the last flush interval may not (logged as a warning). A node
+// that crashed loses at most one flush interval of unwritten times. With the defaults (1 s flush,
+// 1 s sweep) a due device is released within release_after_seconds + ≈3 s, and 10,000 due at once
+// within ≈ + 4 s, inside the contract's + 5 s.
 import type { Deps } from '../../deps'
-import { releaseInactive } from './repo'
+import { anyInactive, releaseInactive } from './repo'
 
 /** Releases per transaction (and per invalidation message: at most KEYS_PER_MESSAGE keys). */
 const BATCH = 500
@@ -29,15 +33,17 @@ export function releaseGraceMs(flushIntervalMs: number): number {
 }
 
 /**
- * One pass: releases every due activation in batches (each batch one transaction with its events),
- * then drops the changed keys from every node's memory. Returns how many activations this call
- * released. `flushFirst`: this node's pending last-seen times, written before anything is judged idle.
+ * One pass: when anything is due, every node writes its pending last-seen times (the barrier); then
+ * every activation still due is released in batches (each batch one transaction with its events),
+ * and the changed keys are dropped from every node's memory. Returns how many activations this call
+ * released. A pass with nothing due is one index probe.
  */
 export async function releaseInactiveActivations(
   deps: Pick<Deps, 'sql' | 'bus'>,
-  opts: { graceMs: number; flushFirst?: () => Promise<void>; batch?: number },
+  opts: { graceMs: number; batch?: number },
 ): Promise<number> {
-  if (opts.flushFirst) await opts.flushFirst()
+  if (!(await anyInactive(deps.sql, opts.graceMs))) return 0
+  await deps.bus.barrier()
   const batch = opts.batch ?? BATCH
   let total = 0
   for (;;) {

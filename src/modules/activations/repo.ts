@@ -127,6 +127,16 @@ export async function releaseSlot(
   return activation
 }
 
+const dueCondition = (sql: Sql | Tx, graceMs: number) => sql`status = 'active' and release_after_seconds is not null
+  and timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
+      <= timezone('UTC', now()) - make_interval(secs => ${graceMs / 1000})`
+
+/** Whether any active activation is idle past its key's release_after_seconds plus `graceMs` (one index probe). */
+export async function anyInactive(sql: Sql | Tx, graceMs: number): Promise<boolean> {
+  const rows = await sql`select 1 from activations where ${dueCondition(sql, graceMs)} limit 1`
+  return rows.length > 0
+}
+
 /**
  * Inactivity release, one batch: deactivates (reason `inactive`) up to `batch` active activations that
  * have not validated for their key's release_after_seconds plus `graceMs`, with their events, in the
@@ -140,9 +150,7 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
   const rows = await tx<(ActivationRow & { account_id: string; key_id: string; product_id: string; key_hash: string })[]>`
     with due as (
       select id from activations
-      where status = 'active' and release_after_seconds is not null
-        and timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
-            <= timezone('UTC', now()) - make_interval(secs => ${graceMs / 1000})
+      where ${dueCondition(tx, graceMs)}
       order by timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
       limit ${batch}
       for update skip locked)

@@ -20,6 +20,8 @@ type Pending = Map<string, Map<string, Seen>>
 export class LastSeenWriter {
   private pending: Pending = new Map()
   private count = 0
+  /** The write in progress: flushes run one after another. */
+  private writing: Promise<void> = Promise.resolve()
 
   constructor(private sql: Sql) {}
 
@@ -77,12 +79,24 @@ export class LastSeenWriter {
     }
   }
 
-  async flush(): Promise<void> {
-    if (this.count === 0) return
+  /**
+   * Writes every update recorded before the call, and resolves only when they are all in Postgres,
+   * also those an earlier flush is still writing (the inactivity release's barrier relies on it):
+   * the pending updates are taken at once, and written after the writes already under way.
+   */
+  flush(): Promise<void> {
     const batch: Seen[] = []
-    for (const devices of this.pending.values()) for (const seen of devices.values()) batch.push(seen)
-    this.pending = new Map()
-    this.count = 0
+    if (this.count > 0) {
+      for (const devices of this.pending.values()) for (const seen of devices.values()) batch.push(seen)
+      this.pending = new Map()
+      this.count = 0
+    }
+    const run = this.writing.catch(() => {}).then(() => this.write(batch))
+    this.writing = run
+    return run
+  }
+
+  private async write(batch: Seen[]): Promise<void> {
     for (let i = 0; i < batch.length; i += CHUNK) {
       try {
         await touchActivations(this.sql, batch.slice(i, i + CHUNK))

@@ -1,0 +1,58 @@
+// Three real node processes with a long last-seen flush interval (30 s), so a repeat validation stays
+// in its node's memory: the inactivity release run by the nodes' own background jobs must not release
+// a device whose only recent valid answer sits unwritten in another node's batch (every node writes
+// its batch when a sweep finds something due: the barrier), while a device that really went silent is
+// released once.
+import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import postgres from 'postgres'
+import { newKey, newProduct } from '../support/harness'
+import { clusterMode, fingerprint, startCluster, type Cluster } from '../support/cluster'
+
+test('multi-node inactivity release tests run only in cluster mode (DATABASE_URL, NATS_URL, REDIS_URL)', () => {
+  expect(typeof clusterMode).toBe('boolean')
+})
+
+describe.if(clusterMode)('three nodes, last-seen times held in memory', () => {
+  let c: Cluster
+  let sql: postgres.Sql
+  beforeAll(async () => {
+    c = await startCluster(3, { env: { FLUSH_INTERVAL_MS: '30000' } })
+    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
+  }, 60_000)
+  afterAll(async () => {
+    await sql?.end({ timeout: 5 })
+    await c?.close()
+  }, 60_000)
+
+  test('a device that validated on another node just before the sweep is kept; a silent one is released once', async () => {
+    const { token } = await c.account('growth')
+    const product = await newProduct(c.call, token)
+    const key = await newKey(c.call, token, product.id, { activation_limit: 2, release_after_seconds: 60 })
+    const [alive, silent] = [fingerprint(1), fingerprint(2)]
+    const validate = (node: number, device: string) =>
+      c.nodes[node]!.call('POST', '/v1/validate', { token, body: { key: key.key_value, device_fingerprint: device } })
+    for (const d of [alive, silent]) expect((await validate(0, d)).body.valid).toBe(true)
+    // both devices idle for 10 minutes in Postgres (past 60 s + the 31 s grace)...
+    await sql`update activations set last_validated_at = now() - interval '10 minutes', activated_at = now() - interval '10 minutes'
+      where key_id = ${key.id} and status = 'active'`
+    // ...then one of them comes back on node 2: valid, and its time waits in node 2's 30 s batch
+    expect((await validate(2, alive)).body.valid).toBe(true)
+
+    // the three nodes sweep every second; the silent device goes, the other one stays
+    const status = async (device: string) =>
+      (await sql<{ status: string }[]>`select status from activations where key_id = ${key.id} and device_fingerprint = ${device}
+        order by activated_at desc limit 1`)[0]!.status
+    const deadline = Date.now() + 20_000
+    while ((await status(silent)) === 'active' && Date.now() < deadline) await Bun.sleep(200)
+    expect(await status(silent)).toBe('deactivated')
+    await Bun.sleep(2_500) // more sweeps on every node
+    expect(await status(alive)).toBe('active')
+    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from events
+      where type = 'activation.deactivated' and data->>'key_id' = ${key.id}`
+    expect(n).toBe(1)
+    const [row] = await sql<{ last_validated_at: Date }[]>`select last_validated_at from activations
+      where key_id = ${key.id} and device_fingerprint = ${alive} and status = 'active'`
+    expect(Date.now() - row!.last_validated_at.getTime()).toBeLessThan(60_000) // written by node 2's barrier flush
+    expect((await validate(1, alive)).body).toMatchObject({ valid: true, activations_used: 1 })
+  }, 60_000)
+})
