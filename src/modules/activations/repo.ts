@@ -131,9 +131,12 @@ const dueCondition = (sql: Sql | Tx, graceMs: number) => sql`status = 'active' a
   and timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
       <= timezone('UTC', now()) - make_interval(secs => ${graceMs / 1000})`
 
+/** The release index's order (sql/018): with it, `limit n` reads the index instead of the table. */
+const dueOrder = (sql: Sql | Tx) => sql`timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)`
+
 /** Whether any active activation is idle past its key's release_after_seconds plus `graceMs` (one index probe). */
 export async function anyInactive(sql: Sql | Tx, graceMs: number): Promise<boolean> {
-  const rows = await sql`select 1 from activations where ${dueCondition(sql, graceMs)} limit 1`
+  const rows = await sql`select 1 from activations where ${dueCondition(sql, graceMs)} order by ${dueOrder(sql)} limit 1`
   return rows.length > 0
 }
 
@@ -151,7 +154,7 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
     with due as (
       select id from activations
       where ${dueCondition(tx, graceMs)}
-      order by timezone('UTC', coalesce(last_validated_at, activated_at)) + make_interval(secs => release_after_seconds)
+      order by ${dueOrder(tx)}
       limit ${batch}
       for update skip locked)
     update activations a set status = 'deactivated', deactivated_at = now(), deactivation_reason = 'inactive'
