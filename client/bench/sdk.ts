@@ -18,6 +18,7 @@ import { join } from 'node:path'
 import { createDatabaseOn } from '../../test/support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from '../../test/bench/fixture'
 import { median } from '../../test/bench/stats'
+import { freePort, waitFor } from '../../test/bench/servers'
 import { Keyward, memoryStorage } from '../src/index.ts'
 
 const CALLS = Number(process.argv[2] ?? 5000)
@@ -25,24 +26,6 @@ const CONCURRENCY = Number(process.argv[3] ?? 8)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const ROOT = join(import.meta.dir, '..', '..')
 const SECRET_KEY = 'cd'.repeat(32)
-
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-  const port = s.port
-  s.stop(true)
-  return port
-}
-
-async function waitFor(url: string, ms = 60_000) {
-  const until = Date.now() + ms
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(url)).ok) return
-    } catch {}
-    await Bun.sleep(100)
-  }
-  throw new Error(`${url} did not come up`)
-}
 
 /** CALLS calls, CONCURRENCY at a time: calls per second and this process's CPU (user + system) per call. */
 async function measure(call: () => Promise<unknown>) {

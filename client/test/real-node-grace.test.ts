@@ -8,6 +8,7 @@ import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useH
 import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
 import { events, until } from '../../test/validation/support'
 import { Keyward, memoryStorage, UnreachableError, type FetchLike, type KeywardError, type KeywardOptions, type ValidateResult } from '../src/index.ts'
+import { rejection } from './support/rejection'
 
 setDefaultTimeout(60_000)
 const h = useHarness()
@@ -34,15 +35,6 @@ const sdk = (opts: Partial<KeywardOptions> = {}) =>
 
 const key = (extra: Record<string, unknown> = {}) => newKey(h.call, token, productId, { plan: 'pro', ...extra }) as Promise<{ id: string; key_value: string }>
 const activations = async (keyId: string) => (await h.call('GET', `/v1/keys/${keyId}`, { token })).body.activations as any[]
-
-async function rejection(p: Promise<unknown>): Promise<any> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected a rejection, got a result')
-}
 
 test('grace: the node refuses connections or never answers: the stored answer stands in, offline; refused after a clock set back and after graceSeconds', async () => {
   const k = await key()

@@ -9,6 +9,7 @@ import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { secondsToUtcMidnight } from '../../src/infra/counters'
 import { ADMIN_TOKEN, fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
 import { Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, type FetchLike, type KeywardOptions } from '../src/index.ts'
+import { rejection } from './support/rejection'
 
 setDefaultTimeout(60_000)
 const h = useHarness() // a real socket: POST /v1/validate through the node's fast path
@@ -30,15 +31,6 @@ const sdk = (opts: Partial<KeywardOptions> = {}) =>
 
 const key = (extra: Record<string, unknown> = {}) => newKey(h.call, token, productId, { plan: 'pro', ...extra }) as Promise<{ id: string; key_value: string }>
 const keyDetail = async (id: string) => (await h.call('GET', `/v1/keys/${id}`, { token })).body
-
-async function rejection(p: Promise<unknown>): Promise<any> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected a rejection, got a result')
-}
 
 interface Exchange {
   path: string

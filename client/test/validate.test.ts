@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileStorage, Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, UnreachableError, type KeywardOptions } from '../src/index.ts'
 import { rawKey, startFakeServer, type FakeServer } from './support/fake-server'
+import { rejection } from './support/rejection'
 
 setDefaultTimeout(30_000)
 
@@ -33,15 +34,6 @@ beforeEach(() => {
 
 function client(opts: Partial<KeywardOptions> = {}) {
   return new Keyward({ baseUrl: fake.url, token: 'kw_test', publicKey: fake.publicKeyRaw, fingerprint: FP, backoffMs: 1, storage: memoryStorage(), ...opts })
-}
-
-async function rejection(p: Promise<unknown>): Promise<any> {
-  try {
-    await p
-  } catch (err) {
-    return err
-  }
-  throw new Error('expected a rejection, got a result')
 }
 
 test('a signed valid answer is verified and typed; the request carries a fresh nonce and the fields', async () => {
