@@ -25,3 +25,7 @@ export function checkMetadata(field: string, value: unknown): Record<string, unk
   if (Buffer.byteLength(JSON.stringify(value)) > 8192) throw invalid(field, 'must be at most 8 KiB serialized')
   return value as Record<string, unknown>
 }
+
+/** How a validate call can be answered: the outcomes its metrics and its analytics count (in this order). */
+export const VALIDATE_OUTCOMES = ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'] as const
+export type ValidateOutcome = (typeof VALIDATE_OUTCOMES)[number]

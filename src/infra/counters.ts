@@ -28,7 +28,7 @@ export function secondsToUtcMidnight(now = Date.now()): number {
   return Math.max(1, Math.ceil((nextUtcMidnight(now) - now) / 1000))
 }
 
-function nextUtcMidnight(now: number): number {
+export function nextUtcMidnight(now: number): number {
   const d = new Date(now)
   return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
 }

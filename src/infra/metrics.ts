@@ -2,6 +2,7 @@
 // update; /metrics renders the registry. The hot path counts into plain numbers (tally.ts,
 // route-latency.ts) that each metric's `collect` folds in before it is rendered.
 import client from 'prom-client'
+import { VALIDATE_OUTCOMES } from '../core/values'
 import { RouteLatencies } from './route-latency'
 import { foldTally, tally } from './tally'
 
@@ -25,7 +26,7 @@ export const httpDuration = new client.Histogram({
 })
 
 /** Validate answers by outcome, counted on the hot path (`validateOutcomes.valid.inc()`). */
-export const validateOutcomes = tally(['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'])
+export const validateOutcomes = tally(VALIDATE_OUTCOMES)
 
 export const validateAnswers = new client.Counter({
   name: 'keyward_validate_answers_total',

@@ -5,21 +5,12 @@
 // was counted and adds it to Postgres in one upsert, so every node's counts meet there, exact up to
 // one flush interval. A failed write keeps the counts for the next flush; a crash loses at most what
 // was counted since the last flush.
-import { UtcDayClock } from '../../infra/counters'
+import { VALIDATE_OUTCOMES, type ValidateOutcome } from '../../core/values'
+import { nextUtcMidnight, UtcDayClock } from '../../infra/counters'
 import type { Sql } from '../../infra/db'
 
-export const OUTCOMES = ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'] as const
-export type Outcome = (typeof OUTCOMES)[number]
-
 /** Index of each outcome in a counts array (a property read on the hot path, no string compare). */
-export const OUTCOME: Readonly<Record<Outcome, number>> = Object.freeze({
-  valid: 0,
-  not_found: 1,
-  revoked: 2,
-  expired: 3,
-  activation_limit: 4,
-  rate_limited: 5,
-})
+export const OUTCOME = Object.freeze(Object.fromEntries(VALIDATE_OUTCOMES.map((o, i) => [o, i]))) as Readonly<Record<ValidateOutcome, number>>
 
 /** The product of answers that belong to none (not_found, rate_limited). */
 export const NO_PRODUCT = ''
@@ -28,7 +19,7 @@ export const NO_PRODUCT = ''
 const IDLE_FLUSHES = 300
 
 class Cell {
-  readonly counts = [0, 0, 0, 0, 0, 0]
+  readonly counts = VALIDATE_OUTCOMES.map(() => 0)
   any = false
   idle = 0
 }
@@ -43,6 +34,8 @@ export interface ValidationRow {
 export class ValidationCounts {
   private clock = new UtcDayClock()
   private day: string
+  /** Epoch ms at which the current day ends (a number compare per call; the clock formats once a day). */
+  private dayEnds: number
   private accounts = new Map<string, Map<string, Cell>>()
   /** Counts of a day that ended, or of a failed write, waiting for the next flush. */
   private carried: ValidationRow[] = []
@@ -54,7 +47,7 @@ export class ValidationCounts {
     now = Date.now(),
   ) {
     this.day = this.clock.at(now)
-    this.dayEnds = nextMidnight(now)
+    this.dayEnds = nextUtcMidnight(now)
   }
 
   /** One validate answer. `now`: the request's clock reading (the UTC day it counts on). */
@@ -68,15 +61,12 @@ export class ValidationCounts {
     cell.any = true
   }
 
-  /** Epoch ms at which the current day ends (a number compare per call; the clock formats once a day). */
-  private dayEnds: number
-
   private roll(now: number) {
     const day = this.clock.at(now)
     if (day === this.day) return
     this.carried.push(...this.drain()) // yesterday's counts go to yesterday
     this.day = day
-    this.dayEnds = nextMidnight(now)
+    this.dayEnds = nextUtcMidnight(now)
   }
 
   /** What was counted since the last drain (non-zero pairs), zeroing the cells. */
@@ -124,11 +114,6 @@ export class ValidationCounts {
       throw err
     }
   }
-}
-
-function nextMidnight(now: number): number {
-  const d = new Date(now)
-  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate() + 1)
 }
 
 /** One row per (account, product, day). */

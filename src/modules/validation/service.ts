@@ -30,8 +30,6 @@ import { loadKeyState } from './repo'
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
 
-const outcome = validateOutcomes
-
 // Refusals never change: one frozen object each instead of an allocation per answer.
 const REFUSED: Record<Reason, ValidateAnswer> = {
   not_found: Object.freeze({ valid: false, reason: 'not_found' }),
@@ -41,19 +39,19 @@ const REFUSED: Record<Reason, ValidateAnswer> = {
 }
 
 function rateLimited(limit: number | null): AppError {
-  outcome.rate_limited.inc()
+  validateOutcomes.rate_limited.inc()
   return new AppError('rate_limited', `This account's daily limit of ${limit} validate calls is reached`, {
     retryAfter: secondsToUtcMidnight(),
   })
 }
 
 function refuse(reason: Reason): ValidateAnswer {
-  outcome[reason].inc()
+  validateOutcomes[reason].inc()
   return REFUSED[reason]
 }
 
 function valid(plan: string | null, expiresAt: number | null, used: number, limit: number): ValidateAnswer {
-  outcome.valid.inc()
+  validateOutcomes.valid.inc()
   return {
     valid: true,
     plan,
