@@ -42,19 +42,8 @@ export const WEBHOOK_WAKE_CHANNEL = 'keyward_webhooks'
  * Postgres sends it only at commit, so a rolled-back change delivers nothing.
  */
 export async function emit(tx: Tx, accountId: string, type: EventType, data: unknown, actor: Actor): Promise<string> {
-  const id = newId('evt')
-  await tx`with ev as (
-      insert into events (id, account_id, type, data, actor_type, actor_id, resource_ids)
-      values (${id}, ${accountId}, ${type}, ${tx.json(data as never)}, ${actor.type}, ${actor.id}, ${resourceIdsOf(data)}::text[])
-      returning id
-    ), fan as (
-      insert into webhook_deliveries (webhook_id, event_id, account_id)
-      select w.id, ev.id, w.account_id from webhooks w, ev
-      where w.account_id = ${accountId} and w.is_active and ${type} = any (w.events)
-      returning 1
-    )
-    select pg_notify(${WEBHOOK_WAKE_CHANNEL}, '') from (select 1) one where exists (select 1 from fan)`
-  return id
+  const [id] = await emitMany(tx, [{ accountId, type, data, actor }])
+  return id!
 }
 
 /** One event of `emitMany`. */
@@ -66,9 +55,9 @@ export interface PendingEvent {
 }
 
 /**
- * `emit` for many events in one statement (the inactivity release's batches): the same rows, the same
- * fan-out to webhook deliveries and the same wake-up, in input order (`seq` follows it). One round trip
- * and one parse instead of one per event: measured ≈10× faster for a batch of 500.
+ * Writes events (in input order: `seq` follows it) and their webhook deliveries in one statement (see
+ * `emit`): the inactivity release's batches take one round trip instead of one per event (measured
+ * ≈10× faster for a batch of 500).
  */
 export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise<string[]> {
   if (events.length === 0) return []
