@@ -11,20 +11,18 @@
 // Each round measures the three clients one after another; every figure printed is the median over
 // the rounds. "SDK's own CPU" is the client's CPU per call minus that of plain fetch of the same
 // signed request: the nonce, the signature check, the JSON and the grace bookkeeping.
-import { spawn } from 'bun'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDatabaseOn } from '../../test/support/harness'
-import { ADMIN_TOKEN, prepareBenchKey } from '../../test/bench/fixture'
+import { prepareBenchKey } from '../../test/bench/fixture'
 import { median } from '../../test/bench/stats'
-import { freePort, waitFor } from '../../test/bench/servers'
+import { startBenchNode } from '../../test/bench/servers'
 import { Keyward, memoryStorage } from '../src/index.ts'
 
 const CALLS = Number(process.argv[2] ?? 5000)
 const CONCURRENCY = Number(process.argv[3] ?? 8)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
-const ROOT = join(import.meta.dir, '..', '..')
 const SECRET_KEY = 'cd'.repeat(32)
 
 /** CALLS calls, CONCURRENCY at a time: calls per second and this process's CPU (user + system) per call. */
@@ -44,28 +42,8 @@ async function measure(call: () => Promise<unknown>) {
 
 const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
 const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-sdk-'))
-const env = { ...process.env } as Record<string, string>
-delete env.NATS_URL
-delete env.REDIS_URL
-const port = await freePort()
-const node = spawn(['bun', join(ROOT, 'src/main.ts')], {
-  env: {
-    ...env,
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    ADMIN_TOKEN,
-    SECRET_KEY,
-    LOG_LEVEL: 'warn',
-    DEMO_ACCOUNT: 'false',
-    DATA_DIR: dataDir,
-    ...(db ? { DATABASE_URL: db.url } : {}),
-  },
-  stdout: 'ignore',
-  stderr: 'inherit',
-})
+const { url, proc: node } = await startBenchNode({ dataDir, dbUrl: db?.url, secretKey: SECRET_KEY, logLevel: 'warn' })
 try {
-  const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/healthz`)
   const bench = await prepareBenchKey(url)
   const publicKey = ((await (await fetch(`${url}/v1/offline/public-key`, { headers: { authorization: `Bearer ${bench.token}` } })).json()) as any).public_key
   const headers = { authorization: `Bearer ${bench.token}`, 'content-type': 'application/json' }

@@ -13,16 +13,15 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createDatabaseOn } from '../support/harness'
-import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { prepareBenchKey } from './fixture'
 import { median } from './stats'
-import { freePort, waitFor } from './servers'
+import { freePort, startBenchNode, waitFor } from './servers'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50)
 const SECRET_KEY = 'ab'.repeat(32)
 const NONCE = 'bench-nonce-0123456789abcdef_XYZ'
-const ROOT = join(import.meta.dir, '..', '..')
 
 function wrk(url: string, token: string, body: string, seconds: number, nonce: string | null): { rps: number; errors: number } {
   const dir = mkdtempSync(join(tmpdir(), 'keyward-bench-'))
@@ -48,28 +47,8 @@ try {
   console.log(`Signed vs unsigned POST /v1/validate: ${CONNECTIONS} connections, ${ROUNDS} rounds of ${SECONDS} s each, load by wrk`)
   console.log(`Postgres: ${db ? 'external (DATABASE_URL)' : 'embedded PGlite'}; ${navigator.hardwareConcurrency} cores\n`)
   // A real node process, as `bun run start` runs it (access log to /dev/null).
-  const port = await freePort()
-  const env = { ...process.env } as Record<string, string>
-  delete env.NATS_URL
-  delete env.REDIS_URL
-  const child = spawn(['bun', join(ROOT, 'src/main.ts')], {
-    env: {
-      ...env,
-      PORT: String(port),
-      HOST: '127.0.0.1',
-      ADMIN_TOKEN,
-      SECRET_KEY,
-      LOG_LEVEL: 'info',
-      DEMO_ACCOUNT: 'false',
-      DATA_DIR: mkdtempSync(join(dataDir, 'node-')),
-      ...(db ? { DATABASE_URL: db.url } : {}),
-    },
-    stdout: 'ignore',
-    stderr: 'inherit',
-  })
-  children.push(child)
-  const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/healthz`)
+  const { url, proc } = await startBenchNode({ dataDir: mkdtempSync(join(dataDir, 'node-')), dbUrl: db?.url, secretKey: SECRET_KEY, logLevel: 'info' })
+  children.push(proc)
   const bench = await prepareBenchKey(url)
   // One signed call first: checks it is signed, and loads the account's key like any first signed call.
   const first = await fetch(`${url}/v1/validate`, {
@@ -86,7 +65,7 @@ try {
   const mapPort = await freePort()
   children.push(
     spawn(['bun', join(import.meta.dir, 'validate.ts'), 'map-signed'], {
-      env: { ...env, BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint },
+      env: { ...process.env, BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint },
       stdout: 'ignore',
       stderr: 'inherit',
     }),
@@ -123,10 +102,6 @@ try {
   console.log(`signed / unsigned = ${median(ratios).toFixed(2)}x   ${rounds(ratios)}   (target >= 0.6x)${errors ? `   (${errors} non-2xx!)` : ''}`)
   console.log(`ceiling: bare signed / bare unsigned = ${median(ceiling).toFixed(2)}x   ${rounds(ceiling)}   (what one signature leaves of any server's throughput here)`)
   console.log(`Keyward's ratio / the ceiling = ${median(ratio(ratios, ceiling)).toFixed(2)}   (1.00: the signed path adds nothing but the signature)`)
-  for (const c of children) c.kill()
-  await Promise.all(children.map((c) => c.exited))
-  children.length = 0
-
 } finally {
   for (const c of children) c.kill()
   await Promise.all(children.map((c) => c.exited))
