@@ -10,11 +10,12 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
+import { fingerprint as randomFingerprint, newKey, useHarness } from '../../test/support/harness'
 import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
 import { until } from '../../test/validation/support'
 import { Keyward, memoryStorage } from '../src/index.ts'
 import { startFakeServer, type FakeServer } from './support/fake-server'
+import { vendorOn } from './support/vendor'
 
 setDefaultTimeout(120_000)
 const h = useHarness()
@@ -38,10 +39,9 @@ beforeAll(async () => {
   symlinkSync(ROOT, join(app, 'node_modules', '@keyward', 'client'))
 
   // The vendor's side: an account, a product, a `validate` token and the public key built into the app.
-  token = (await h.account()).token
-  validateToken = await scopedToken(h.call, token, 'validate')
-  productId = (await newProduct(h.call, token)).id
-  publicKey = (await h.call('GET', '/v1/offline/public-key', { token: validateToken })).body.public_key
+  const vendor = await vendorOn(h)
+  ;({ token, validateToken, productId } = vendor)
+  publicKey = vendor.publicKey.raw
   const node = new URL(h.node.url)
   proxy = await startTcpProxy(node.hostname, Number(node.port))
 })

@@ -4,11 +4,12 @@
 // device end grace; and the heartbeat holds a floating seat (release_after_seconds) while a device that
 // stopped beating is released by the node's inactivity job, then reports the seat lost.
 import { afterAll, beforeAll, beforeEach, expect, setDefaultTimeout, test } from 'bun:test'
-import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
+import { fingerprint as randomFingerprint, newKey, useHarness } from '../../test/support/harness'
 import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
 import { events, until } from '../../test/validation/support'
 import { Keyward, memoryStorage, UnreachableError, type FetchLike, type KeywardError, type KeywardOptions, type ValidateResult } from '../src/index.ts'
 import { rejection } from './support/rejection'
+import { vendorOn } from './support/vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness()
@@ -19,10 +20,9 @@ let productId: string
 let publicKey: string
 let proxy: TcpProxy
 beforeAll(async () => {
-  token = (await h.account()).token
-  validateToken = await scopedToken(h.call, token, 'validate')
-  productId = (await newProduct(h.call, token)).id
-  publicKey = (await h.call('GET', '/v1/offline/public-key', { token: validateToken })).body.public_key
+  const vendor = await vendorOn(h)
+  ;({ token, validateToken, productId } = vendor)
+  publicKey = vendor.publicKey.raw
   const node = new URL(h.node.url)
   proxy = await startTcpProxy(node.hostname, Number(node.port))
 })

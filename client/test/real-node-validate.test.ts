@@ -10,6 +10,7 @@ import { secondsToUtcMidnight } from '../../src/infra/counters'
 import { ADMIN_TOKEN, fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
 import { Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, type FetchLike, type KeywardOptions } from '../src/index.ts'
 import { rejection } from './support/rejection'
+import { vendorOn } from './support/vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness() // a real socket: POST /v1/validate through the node's fast path
@@ -19,11 +20,7 @@ let validateToken: string
 let productId: string
 let publicKey: { raw: string; pem: string; kid: string }
 beforeAll(async () => {
-  token = (await h.account()).token
-  validateToken = await scopedToken(h.call, token, 'validate')
-  productId = (await newProduct(h.call, token)).id
-  const res = await h.call('GET', '/v1/offline/public-key', { token: validateToken })
-  publicKey = { raw: res.body.public_key, pem: res.body.public_key_pem, kid: res.body.kid }
+  ;({ token, validateToken, productId, publicKey } = await vendorOn(h))
 })
 
 const sdk = (opts: Partial<KeywardOptions> = {}) =>

@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from 'node:fs'
 import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
 import { Keyward, KeywardError, memoryStorage } from '../src/index.ts'
+import { vendorOn } from './support/vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness()
@@ -15,11 +16,7 @@ let validateToken: string
 let productId: string
 let publicKey: { raw: string; pem: string }
 beforeAll(async () => {
-  token = (await h.account()).token
-  validateToken = await scopedToken(h.call, token, 'validate')
-  productId = (await newProduct(h.call, token)).id
-  const res = await h.call('GET', '/v1/offline/public-key', { token: validateToken })
-  publicKey = { raw: res.body.public_key, pem: res.body.public_key_pem }
+  ;({ token, validateToken, productId, publicKey } = await vendorOn(h))
 })
 
 const sdk = (opts: Partial<ConstructorParameters<typeof Keyward>[0]> = {}) =>
