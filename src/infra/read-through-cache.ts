@@ -29,7 +29,6 @@ const RETRY_UNREACHABLE_MS = 1_000
 const REFRESH_AHEAD = 0.75
 const STALE = Symbol('stale')
 
-
 interface Counter {
   inc(): void
 }
