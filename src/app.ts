@@ -5,9 +5,10 @@ import { consoleRoutes } from './console/serve'
 import type { Deps } from './deps'
 import { clientAnswers } from './http/client-answers'
 import { docs } from './http/docs'
-import { kernel } from './http/kernel'
+import { answerLog, kernel } from './http/kernel'
 import { routeOnParsedPath } from './http/request-path'
 import { adminRoutes } from './modules/accounts/routes'
+import { activationRoutes } from './modules/activations/routes'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
@@ -17,6 +18,7 @@ import { offlineRoutes } from './modules/offline/routes'
 import { Signers } from './modules/offline/signing-keys'
 import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
+import { policyRoutes } from './modules/policies/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
 import type { ValidationEngine } from './modules/validation/service'
 import { WEBHOOK_EVENTS } from './modules/webhooks/model'
@@ -37,10 +39,14 @@ export function createApp(deps: NodeDeps) {
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
   // The accounts' Ed25519 keys, loaded once per node: offline licenses and signed answers (API-2 §4).
   const signers = new Signers(deps.sql, deps.secretKey)
-  return new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation, signers) } })
+  // The app's routes, for the client-route wrapper (which reads their CLIENT/SIGNED declarations at
+  // the first request): set once every module below is mounted.
+  let mounted: () => readonly { method: string; path: string }[] = () => []
+  const app = new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation, signers) } })
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
-    // CORS and signed answers on the client routes (http/client-answers.ts; the fast path does its own)
-    .wrap(clientAnswers(signers, deps.principals) as never)
+    // CORS and signed answers on the routes declared CLIENT and SIGNED (http/client-answers.ts; the fast
+    // path does its own); the outer wrap, so what it adds reaches the client and its own answers are logged.
+    .wrap(clientAnswers({ keys: signers, principals: deps.principals, routes: () => mounted(), log: answerLog(deps.log) }) as never)
     .use(kernel(deps.log, BODY_LIMITS))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
@@ -48,12 +54,16 @@ export function createApp(deps: NodeDeps) {
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))
     .use(productRoutes(deps))
+    .use(policyRoutes(deps))
     .use(keyRoutes(deps))
+    .use(activationRoutes(deps))
     .use(validationRoutes(deps, deps.validation))
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
+  mounted = () => app.routes
+  return app
 }
 
 export type App = ReturnType<typeof createApp>

@@ -30,6 +30,9 @@ const Env = t.Object({
   SWEEP_INTERVAL_MS: t.Optional(Int),
   FLUSH_INTERVAL_MS: t.Optional(Int),
   SHUTDOWN_TIMEOUT_MS: t.Optional(Int),
+  /** POST /v1/devices and /v1/deactivate: calls a second per account on each node, and the burst allowed. */
+  HOLDER_RATE_PER_SECOND: t.Optional(Int),
+  HOLDER_RATE_BURST: t.Optional(Int),
   /** Events, webhook deliveries and attempt logs older than this many days are deleted (API-2 §8). */
   RETENTION_DAYS: t.Optional(Int),
   /** Create a demo account on first start with an empty embedded database (default: on in embedded mode). */
@@ -59,6 +62,8 @@ export type Config = Readonly<{
   sweepIntervalMs: number
   flushIntervalMs: number
   shutdownTimeoutMs: number
+  holderRatePerSecond: number
+  holderRateBurst: number
   retentionDays: number
   demoAccount: boolean
   embedded: boolean
@@ -96,6 +101,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (port > 65535) throw new ConfigError('PORT must be at most 65535')
   const workers = int(e.WORKERS, 1)
   if (workers < 1 || workers > 64) throw new ConfigError('WORKERS must be between 1 and 64')
+  const holderRatePerSecond = int(e.HOLDER_RATE_PER_SECOND, 50)
+  const holderRateBurst = int(e.HOLDER_RATE_BURST, 200)
+  if (holderRatePerSecond < 1 || holderRateBurst < 1) throw new ConfigError('HOLDER_RATE_PER_SECOND and HOLDER_RATE_BURST must be at least 1')
   const retentionDays = int(e.RETENTION_DAYS, 90)
   if (retentionDays < 1 || retentionDays > 3650) throw new ConfigError('RETENTION_DAYS must be between 1 and 3650')
   return Object.freeze({
@@ -122,6 +130,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     sweepIntervalMs: int(e.SWEEP_INTERVAL_MS, 1_000),
     flushIntervalMs: int(e.FLUSH_INTERVAL_MS, 1_000),
     shutdownTimeoutMs: int(e.SHUTDOWN_TIMEOUT_MS, 10_000),
+    holderRatePerSecond,
+    holderRateBurst,
     retentionDays,
     demoAccount: bool(e.DEMO_ACCOUNT, embedded),
     embedded,

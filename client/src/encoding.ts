@@ -43,3 +43,12 @@ export async function sha256(text: string): Promise<Uint8Array> {
 export function randomBytes(n: number): Uint8Array {
   return crypto.getRandomValues(new Uint8Array(n))
 }
+
+/** JSON of an answer's text (a leading BOM allowed); null when it is not JSON. */
+export function parseJsonText(text: string): any {
+  try {
+    return JSON.parse(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text)
+  } catch {
+    return null
+  }
+}

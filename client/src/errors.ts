@@ -1,6 +1,8 @@
 // Every failure the client reports is a KeywardError with a stable `code` to branch on. Codes from the
 // service (problem+json `code`) pass through unchanged; the client adds its own for what happens before
-// or after the service answers: `unreachable`, `bad_signature`, `no_key`, `invalid_public_key`.
+// or after the service answers: `unreachable`, `bad_signature`, `clock_skew`, `no_key`, `invalid_public_key`.
+// Only a verified (signed) answer's problem `code` ever becomes an error's code: an unsigned or forged
+// answer of any status is a SignatureError, whatever its body says.
 
 export interface KeywardErrorInit {
   code: string
@@ -44,11 +46,33 @@ export class UnreachableError extends KeywardError {
   }
 }
 
-/** An answer that is unsigned, forged, for another request, or too old/new: never trusted. */
+/**
+ * An answer that is unsigned, forged or for another request (another key, device or body): never
+ * trusted, whatever its status (kept in `status`). For grace it counts as no answer at all.
+ */
 export class SignatureError extends KeywardError {
-  constructor(detail: string, requestId: string | null = null) {
-    super({ code: 'bad_signature', detail, requestId })
+  constructor(detail: string, requestId: string | null = null, status = 0) {
+    super({ code: 'bad_signature', detail, requestId, status })
     this.name = 'SignatureError'
+  }
+}
+
+/**
+ * A genuine answer signed at a time more than 5 minutes from the device's clock: the clock is wrong
+ * (tell the user to set it right). `skewMs` is local clock minus the service's (positive: ahead).
+ */
+export class ClockSkewError extends KeywardError {
+  readonly skewMs: number
+  constructor(skewMs: number, requestId: string | null = null) {
+    const minutes = Math.round(Math.abs(skewMs) / 60_000)
+    super({
+      code: 'clock_skew',
+      detail: `this device's clock is about ${minutes} minutes ${skewMs > 0 ? 'ahead of' : 'behind'} the license server's: set the date and time right and try again`,
+      requestId,
+      signed: true,
+    })
+    this.name = 'ClockSkewError'
+    this.skewMs = skewMs
   }
 }
 

@@ -2,12 +2,14 @@
 // of {"enc", "sig", "alg": "base64+ed25519", "kid"}; the signature is Ed25519 over "license/" + enc,
 // enc exactly as transmitted; enc decodes to the payload. A verifier also checks the device, the
 // expiry against its clock, and that issued_at is not more than 5 minutes in the clock's future.
+import { CLOCK_SKEW_MS } from './clock.js'
 import { fromBase64, utf8 } from './encoding.js'
+import { entitlementsOf, withLookup, type EntitlementLookup, type Entitlements, type EntitlementValue } from './answers.js'
+import type { VerifyKey } from './signature.js'
 
 const BEGIN = '-----BEGIN KEYWARD LICENSE-----'
 const END = '-----END KEYWARD LICENSE-----'
 const MAX_TEXT = 16 * 1024
-export const ISSUED_AT_SKEW_MS = 5 * 60_000
 
 export interface LicensePayload {
   v: 1
@@ -19,13 +21,18 @@ export interface LicensePayload {
   device_fingerprint: string
   issued_at: string
   expires_at: string
+  /** The key's effective entitlements when the license was issued or renewed (absent from licenses issued before entitlements existed). */
+  entitlements?: Record<string, EntitlementValue>
 }
 
 export type LicenseRefusal = 'malformed' | 'bad_signature' | 'wrong_device' | 'wrong_product' | 'expired' | 'clock_set_back'
 
-export type LicenseResult =
-  | { valid: true; license: LicensePayload; expiresAt: Date; issuedAt: Date }
-  | { valid: false; reason: LicenseRefusal; license?: LicensePayload }
+/** `has(code)` / `entitlement(code)` read the license's entitlements (none on a refused license). */
+export type LicenseResult = EntitlementLookup &
+  (
+    | { valid: true; license: LicensePayload; expiresAt: Date; issuedAt: Date; entitlements: Entitlements }
+    | { valid: false; reason: LicenseRefusal; license?: LicensePayload }
+  )
 
 const decodeJson = (bytes: Uint8Array | null): unknown => {
   if (!bytes) return null
@@ -39,10 +46,11 @@ const decodeJson = (bytes: Uint8Array | null): unknown => {
 const isPayload = (p: any): p is LicensePayload =>
   !!p && typeof p === 'object' && p.v === 1 && typeof p.id === 'string' && typeof p.product_id === 'string' &&
   typeof p.device_fingerprint === 'string' && typeof p.issued_at === 'string' && typeof p.expires_at === 'string' &&
-  Number.isFinite(Date.parse(p.issued_at)) && Number.isFinite(Date.parse(p.expires_at))
+  Number.isFinite(Date.parse(p.issued_at)) && Number.isFinite(Date.parse(p.expires_at)) &&
+  (p.entitlements === undefined || (!!p.entitlements && typeof p.entitlements === 'object' && !Array.isArray(p.entitlements)))
 
 export interface LicenseChecks {
-  key: CryptoKey
+  key: VerifyKey
   fingerprint: string
   productId?: string
   /** The clock to trust: the caller passes max(local clock, latest time seen). */
@@ -52,6 +60,13 @@ export interface LicenseChecks {
 }
 
 export async function checkLicense(text: unknown, c: LicenseChecks): Promise<LicenseResult> {
+  const result = await check(text, c)
+  return withLookup(result, result.valid ? result.entitlements : entitlementsOf(null))
+}
+
+type Checked = { valid: true; license: LicensePayload; expiresAt: Date; issuedAt: Date; entitlements: Entitlements } | { valid: false; reason: LicenseRefusal; license?: LicensePayload }
+
+async function check(text: unknown, c: LicenseChecks): Promise<Checked> {
   if (typeof text !== 'string' || text.length > MAX_TEXT) return { valid: false, reason: 'malformed' }
   const trimmed = text.trim()
   if (!trimmed.startsWith(BEGIN) || !trimmed.endsWith(END)) return { valid: false, reason: 'malformed' }
@@ -63,7 +78,7 @@ export async function checkLicense(text: unknown, c: LicenseChecks): Promise<Lic
   if (!signature || signature.length !== 64 || !payloadBytes) return { valid: false, reason: 'malformed' }
   let genuine = false
   try {
-    genuine = await crypto.subtle.verify({ name: 'Ed25519' }, c.key, signature as BufferSource, utf8(`license/${enc}`) as BufferSource)
+    genuine = await crypto.subtle.verify({ name: 'Ed25519' }, c.key as CryptoKey, signature as BufferSource, utf8(`license/${enc}`) as BufferSource)
   } catch {
     genuine = false
   }
@@ -74,7 +89,7 @@ export async function checkLicense(text: unknown, c: LicenseChecks): Promise<Lic
   const expiresAt = new Date(license.expires_at)
   if (license.device_fingerprint.toLowerCase() !== c.fingerprint.toLowerCase()) return { valid: false, reason: 'wrong_device', license }
   if (c.productId && license.product_id !== c.productId) return { valid: false, reason: 'wrong_product', license }
-  if (issuedAt.getTime() > c.clock + ISSUED_AT_SKEW_MS || c.now > c.clock + ISSUED_AT_SKEW_MS) return { valid: false, reason: 'clock_set_back', license }
+  if (issuedAt.getTime() > c.clock + CLOCK_SKEW_MS || c.now > c.clock + CLOCK_SKEW_MS) return { valid: false, reason: 'clock_set_back', license }
   if (expiresAt.getTime() <= c.now) return { valid: false, reason: 'expired', license }
-  return { valid: true, license, expiresAt, issuedAt }
+  return { valid: true, license, expiresAt, issuedAt, entitlements: entitlementsOf(license.entitlements) }
 }

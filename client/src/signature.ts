@@ -1,17 +1,22 @@
-// Signed answers (Keyward-Signature). The service signs, with the account's Ed25519 key, the UTF-8 of
-//   "keyward-answer/v1\n" + path + "\n" + nonce + "\n" + t + "\n" + <the exact response body bytes>
-// and sends `Keyward-Signature: alg=ed25519, kid=<kid>, t=<unix ms>, sig=<base64>`. The client sent the
-// nonce and knows the path, so a valid signature proves the answer is this account's, for this request,
-// and (with t near the local clock) fresh. Nothing here trusts the body before the signature is checked.
-import { KeywardError, SignatureError } from './errors.js'
-import { fromBase64, utf8, utf8Then } from './encoding.js'
+// Signed answers (Keyward-Signature), format v2: written once in the repository's docs/api.md ("Signed
+// answers"), which the server's signing code points to as well. In short: the service signs, with the
+// account's Ed25519 key, "keyward-answer/v2\n" + path + "\n" + nonce + "\n" + t + "\n" + request_sha256
+// + "\n" + <the exact response body bytes>, where request_sha256 is the lowercase hex SHA-256 of the
+// exact request body bytes it received. The client knows the path, the nonce and the bytes it sent, so
+// a valid signature proves the answer is this account's, for this very request (key, device and every
+// other field), and (with t near the local clock) fresh. Nothing here trusts the body before the
+// signature is checked.
+import { CLOCK_SKEW_MS } from './clock.js'
+import { ClockSkewError, KeywardError, SignatureError } from './errors.js'
+import { fromBase64, sha256, toHex, utf8, utf8Then } from './encoding.js'
 
-export const ANSWER_PREFIX = 'keyward-answer/v1\n'
-/** How far `t` may be from the local clock, either way. */
-export const MAX_SKEW_MS = 5 * 60_000
+export const ANSWER_PREFIX = 'keyward-answer/v2\n'
+
+/** The imported public key: a WebCrypto CryptoKey, typed opaquely so the package's types need no DOM lib. */
+export type VerifyKey = object
 
 /** Imports the account's public key: raw 32 bytes in standard base64 (`public_key`), or SPKI PEM (`public_key_pem`). */
-export async function importPublicKey(publicKey: string | Uint8Array): Promise<CryptoKey> {
+export async function importPublicKey(publicKey: string | Uint8Array): Promise<VerifyKey> {
   try {
     if (typeof publicKey !== 'string') return await crypto.subtle.importKey('raw', publicKey as BufferSource, { name: 'Ed25519' }, false, ['verify'])
     const text = publicKey.trim()
@@ -60,41 +65,57 @@ export interface SignedAnswer {
   kid: string
   /** Standard base64 of the signature. */
   sig: string
+  /** The request body exactly as sent (its SHA-256 is signed: the answer is bound to it). */
+  request: string
   /** The body exactly as received (the signature covers its bytes; stored as text it is the same UTF-8). */
   body: string
 }
 
-export function signedMessage(path: string, nonce: string, t: number, body: Uint8Array): Uint8Array {
-  return utf8Then(`${ANSWER_PREFIX}${path}\n${nonce}\n${t}\n`, body)
+/** Lowercase hex SHA-256 of the request body text as sent (UTF-8). */
+export const requestDigest = async (request: string) => toHex(await sha256(request))
+
+export function signedMessage(path: string, nonce: string, t: number, requestSha256: string, body: Uint8Array): Uint8Array {
+  return utf8Then(`${ANSWER_PREFIX}${path}\n${nonce}\n${t}\n${requestSha256}\n`, body)
+}
+
+/** What one HTTP answer is checked against: the request the client sent and the answer's bytes. */
+export interface AnswerToVerify {
+  header: string | null
+  path: string
+  nonce: string
+  /** Hex SHA-256 of the request body sent. */
+  requestSha256: string
+  body: Uint8Array
+  status: number
+  now: number
+  requestId: string | null
+  /** False for an answer whose time does not matter (a 5xx: unavailable either way; the nonce already proves it fresh). */
+  checkTime?: boolean
 }
 
 /**
- * Verifies one HTTP answer: the header parses, the signature covers this path, this nonce and these
- * body bytes, and `t` is within ±5 minutes of `now`. Throws SignatureError otherwise.
+ * Verifies one HTTP answer: the header parses and the signature covers this path, this nonce, this
+ * request and these body bytes (else SignatureError); then `t` is within CLOCK_SKEW_MS of `now` (else
+ * ClockSkewError: the answer is genuine, the device's clock is off).
  */
-export async function verifyAnswer(
-  key: CryptoKey,
-  header: string | null,
-  path: string,
-  nonce: string,
-  body: Uint8Array,
-  now: number,
-  requestId: string | null,
-): Promise<SignatureHeader> {
-  const parsed = parseSignatureHeader(header)
-  if (!parsed) throw new SignatureError(header ? 'malformed Keyward-Signature header' : 'the answer is not signed', requestId)
-  const genuine = await crypto.subtle.verify({ name: 'Ed25519' }, key, parsed.sig as BufferSource, signedMessage(path, nonce, parsed.t, body) as BufferSource)
-  if (!genuine) throw new SignatureError('the signature does not match this answer, request and public key', requestId)
-  if (Math.abs(now - parsed.t) > MAX_SKEW_MS) throw new SignatureError('the signed time is more than 5 minutes from the local clock', requestId)
+export async function verifyAnswer(key: VerifyKey, a: AnswerToVerify): Promise<SignatureHeader> {
+  const parsed = parseSignatureHeader(a.header)
+  const what = `a ${a.status} answer`
+  if (!parsed) throw new SignatureError(a.header ? `${what} with a malformed Keyward-Signature header` : `${what} that is not signed`, a.requestId, a.status)
+  const message = signedMessage(a.path, a.nonce, parsed.t, a.requestSha256, a.body)
+  const genuine = await crypto.subtle.verify({ name: 'Ed25519' }, key as CryptoKey, parsed.sig as BufferSource, message as BufferSource)
+  if (!genuine) throw new SignatureError(`${what} whose signature does not match it, this request and the public key`, a.requestId, a.status)
+  if (a.checkTime !== false && Math.abs(a.now - parsed.t) > CLOCK_SKEW_MS) throw new ClockSkewError(a.now - parsed.t, a.requestId)
   return parsed
 }
 
-/** Re-verifies a stored answer (its signature only; the caller applies its own age rules). */
-export async function verifyStored(key: CryptoKey, answer: SignedAnswer): Promise<boolean> {
-  const sig = fromBase64(answer.sig)
-  if (!sig || sig.length !== 64) return false
+/** Re-verifies a stored answer (its signature over the stored request and body; the caller applies its own age rules). */
+export async function verifyStored(key: VerifyKey, answer: SignedAnswer): Promise<boolean> {
+  const sig = typeof answer.sig === 'string' ? fromBase64(answer.sig) : null
+  if (!sig || sig.length !== 64 || typeof answer.request !== 'string' || typeof answer.body !== 'string') return false
   try {
-    return await crypto.subtle.verify({ name: 'Ed25519' }, key, sig as BufferSource, signedMessage(answer.path, answer.nonce, answer.t, utf8(answer.body)) as BufferSource)
+    const message = signedMessage(answer.path, answer.nonce, answer.t, await requestDigest(answer.request), utf8(answer.body))
+    return await crypto.subtle.verify({ name: 'Ed25519' }, key as CryptoKey, sig as BufferSource, message as BufferSource)
   } catch {
     return false
   }

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileStorage, Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, UnreachableError, type KeywardOptions } from '../src/index.ts'
 import { rawKey, startFakeServer, type FakeServer } from './support/fake-server'
+import { graceSlot } from './support/grace-slot'
 import { rejection } from './support/rejection'
 
 setDefaultTimeout(30_000)
@@ -29,6 +30,7 @@ beforeEach(() => {
   fake.script = []
   fake.requests = []
   fake.devices = []
+  fake.errorAnswer = null
   fake.validateAnswer = { valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 }
 })
 
@@ -52,27 +54,20 @@ test('the SPKI PEM public key works as well as the raw one', async () => {
   expect((await client({ publicKey: fake.publicKeyPem }).validate({ key: KEY })).valid).toBe(true)
 })
 
-test('forged, unsigned, stale, or other-request answers are errors, never a valid result', async () => {
-  for (const mode of ['wrong_key', 'changed_body', 'wrong_nonce', 'wrong_path', 'stale', 'unsigned'] as const) {
+test('forged, unsigned or other-request answers are errors, never a valid result', async () => {
+  for (const mode of ['wrong_key', 'changed_body', 'wrong_nonce', 'wrong_path', 'unsigned'] as const) {
     fake.mode = mode
     const err = await rejection(client().validate({ key: KEY }))
     expect({ mode, error: err instanceof SignatureError, code: err.code }).toEqual({ mode, error: true, code: 'bad_signature' })
   }
 })
 
-test('a signed answer is fresh only within 5 minutes of the local clock, either way', async () => {
-  const ahead = client({ now: () => Date.now() + 6 * 60_000 })
-  expect((await rejection(ahead.validate({ key: KEY }))).code).toBe('bad_signature')
-  const near = client({ now: () => Date.now() + 4 * 60_000 })
-  expect((await near.validate({ key: KEY })).valid).toBe(true)
-})
-
-test('a forged refusal does not clear the stored answer', async () => {
+test('a forged refusal does not clear the stored answer: it counts as no answer, the stored one stands in', async () => {
   const kw = client()
   await kw.validate({ key: KEY })
   fake.validateAnswer = { valid: false, reason: 'revoked' }
   fake.mode = 'wrong_key'
-  expect((await rejection(kw.validate())).code).toBe('bad_signature')
+  expect(await kw.validate()).toMatchObject({ valid: true, offline: true })
   fake.mode = 'down'
   expect(await kw.validate()).toMatchObject({ valid: true, offline: true })
 })
@@ -108,14 +103,14 @@ test('grace ends after graceSeconds', async () => {
   expect(err.status).toBe(503)
 })
 
-test('grace is refused once the clock went backwards since the last call', async () => {
+test('grace is refused once the clock went back more than 5 minutes since the last call', async () => {
   let now = Date.now()
   const kw = client({ now: () => now })
   await kw.validate({ key: KEY })
   now += 60_000
   fake.mode = 'down'
   expect((await kw.validate()).offline).toBe(true)
-  now -= 120_000 // the user sets the clock back
+  now -= 7 * 60_000 // the user sets the clock back
   expect(await rejection(kw.validate())).toBeInstanceOf(UnreachableError)
 })
 
@@ -145,11 +140,11 @@ test('a stored answer is re-verified when read: a tampered one, or one for anoth
   const storage = memoryStorage()
   const kw = client({ storage })
   await kw.validate({ key: KEY })
-  const stored = JSON.parse((await storage.get('answer'))!)
+  const stored = JSON.parse((await storage.get(graceSlot(KEY)))!)
   fake.mode = 'down'
-  await storage.set('answer', JSON.stringify({ ...stored, body: stored.body.replace('"pro"', '"ultimate"') }))
+  await storage.set(graceSlot(KEY), JSON.stringify({ ...stored, body: stored.body.replace('"pro"', '"ultimate"') }))
   expect(await rejection(kw.validate())).toBeInstanceOf(UnreachableError)
-  await storage.set('answer', JSON.stringify(stored))
+  await storage.set(graceSlot(KEY), JSON.stringify(stored))
   expect((await kw.validate()).offline).toBe(true)
   expect(await rejection(kw.validate({ key: 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012' }))).toBeInstanceOf(UnreachableError)
   const otherDevice = client({ storage, fingerprint: 'b'.repeat(64) })
@@ -222,10 +217,11 @@ function otherKey() {
   return rawKey(generateKeyPairSync('ed25519').publicKey)
 }
 
-test('typed errors carry the problem fields (an unsigned 401)', async () => {
+test('an unsigned 401 is `unauthorized` from its status alone (the body is not believed), marked unsigned', async () => {
   const err = await rejection(client({ token: 'kw_wrong' }).validate({ key: KEY }))
   expect(err).toBeInstanceOf(KeywardError)
-  expect(err).toMatchObject({ code: 'unauthorized', status: 401, detail: 'fake unauthorized', signed: false })
+  expect(err).toMatchObject({ code: 'unauthorized', status: 401, signed: false })
+  expect(err.detail).not.toContain('fake')
   expect(err.requestId).toStartWith('req_fake')
 })
 
@@ -246,9 +242,9 @@ test('devices and deactivate: the self-service screen, both verified; signing ou
   expect(list).toMatchObject({ status: 'active', activationLimit: 3, activationsUsed: 2 })
   expect(list.devices.map((d) => [d.name, d.current])).toEqual([['old laptop', false], ['new laptop', true]])
   expect(await me.deactivate('b'.repeat(64))).toEqual({ deactivated: true, activationsUsed: 1, activationLimit: 3 })
-  expect(await storage.get('answer')).not.toBeNull()
+  expect(await storage.get(graceSlot(KEY))).not.toBeNull()
   expect((await me.deactivate()).deactivated).toBe(true)
-  expect(await storage.get('answer')).toBeNull()
+  expect(await storage.get(graceSlot(KEY))).toBeNull()
   fake.mode = 'wrong_key'
   expect((await rejection(me.devices())).code).toBe('bad_signature')
   expect((await rejection(client().devices())).code).toBe('no_key')

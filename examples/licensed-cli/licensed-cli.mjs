@@ -6,6 +6,7 @@
 //   licensed-cli devices            the key's devices (this one marked)
 //   licensed-cli release <FP|this>  free a device's slot (sign out here, or a lost laptop)
 //   licensed-cli offline <FILE>     use an offline license file (no network at all)
+//   licensed-cli export <FILE>      a feature of the paid tier: needs the key's `export` entitlement
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
 // `validate` token), KEYWARD_PUBLIC_KEY (`public_key` from GET /v1/offline/public-key),
@@ -42,31 +43,41 @@ function problem(err, unreachable = 'the license server cannot be reached: try a
     unreachable,
     rate_limited: `too many checks today; try again in ${err.retryAfter} s`,
     bad_signature: 'the answer was not signed by the license server: refusing it',
+    clock_skew: err.detail, // the SDK's own sentence: how far off the clock is, and to set it right
     unauthorized: 'this build carries a retired token: please update the app',
     deactivation_limit: 'this key has no device releases left: contact support',
   }
   return why[err.code] ?? `license check failed: ${err.code} ${err.detail} (${err.requestId ?? 'no request id'})`
 }
 
-/** Validates and explains every outcome; true when the app may run. */
-async function licensed(key) {
+/** What a license unlocks, for the user: `export, projects=5`. */
+const features = (r) => Object.entries(r.entitlements).map(([code, value]) => (value === true ? code : `${code}=${value}`)).join(', ')
+
+/** Validates and explains every outcome; the valid result when the app may run (with `require`: only if the key has those entitlements), else null. */
+async function licensed(key, require = []) {
   try {
-    const r = await keyward.validate({ key, deviceName: `${process.env.USER ?? 'user'}'s computer`, appVersion: '1.0.0' })
+    const r = await keyward.validate({ key, deviceName: `${process.env.USER ?? 'user'}'s computer`, appVersion: '1.0.0', requireEntitlements: require })
     if (r.valid) {
-      console.log(r.offline ? `licensed (offline, last confirmed ${r.signedAt.toISOString()})` : `licensed: plan ${r.plan ?? '-'}, ${r.activationsUsed}/${r.activationLimit} devices`)
-      return true
+      const unlocked = features(r) ? `, features: ${features(r)}` : ''
+      console.log(r.offline ? `licensed (offline, last confirmed ${r.signedAt.toISOString()})` : `licensed: plan ${r.plan ?? '-'}, ${r.activationsUsed}/${r.activationLimit} devices${unlocked}`)
+      // Past expires_at but still valid: in the key's grace (renew before it ends), or kept after expiry (no more updates).
+      if (r.expired) console.log(r.graceUntil ? `your license expired on ${r.expiresAt.toISOString()}: renew before ${r.graceUntil.toISOString()}` : `updates ended on ${r.expiresAt.toISOString()}: this version keeps working`)
+      return r
     }
     const why = {
       not_found: 'this key does not exist: check for typos',
       revoked: 'this key was revoked: contact support',
+      suspended: 'this key is suspended: contact support',
       expired: 'this key has expired: renew it',
       activation_limit: 'every device slot is taken: release one with `licensed-cli devices` / `release`',
+      device_already_used: 'this computer already used a trial: buy a license to go on',
+      entitlements_missing: `your license does not include ${r.missing?.join(', ')}: upgrade it to use this`,
     }
     console.error(why[r.reason])
-    return false
+    return null
   } catch (err) {
     console.error(problem(err, 'the license server cannot be reached and the grace period is over (or never started)'))
-    return false
+    return null
   }
 }
 
@@ -123,12 +134,22 @@ switch (command) {
   case 'offline': {
     const r = await keyward.verifyLicense(readFileSync(arg ?? fail('usage: licensed-cli offline <FILE>'), 'utf8'))
     if (!r.valid) fail(`offline license refused: ${r.reason}`)
-    console.log(`licensed offline until ${r.expiresAt.toISOString()} (plan ${r.license.plan ?? '-'})`)
+    console.log(`licensed offline until ${r.expiresAt.toISOString()} (plan ${r.license.plan ?? '-'}${features(r) ? `, features: ${features(r)}` : ''})`)
+    break
+  }
+  case 'export': {
+    // A paid feature: the key must carry the `export` entitlement (checked by the service, or by the
+    // stored signed answer when offline). Without it the user is told what is missing, nothing is written.
+    const key = savedKey() ?? fail('not activated: licensed-cli activate <KEY>')
+    const file = arg ?? fail('usage: licensed-cli export <FILE>')
+    if (!(await licensed(key, ['export']))) process.exit(1)
+    writeFileSync(file, `${JSON.stringify({ exported_at: new Date().toISOString(), projects: [] }, null, 2)}\n`)
+    console.log(`exported to ${file}`)
     break
   }
   case 'fingerprint':
     console.log(await keyward.fingerprint())
     break
   default:
-    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | fingerprint')
+    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | export <FILE> | fingerprint')
 }

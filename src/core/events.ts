@@ -19,6 +19,12 @@ export const EVENT_TYPES = [
   'webhook.created',
   'webhook.updated',
   'webhook.deleted',
+  'key.suspended',
+  'key.reinstated',
+  'key.reissued',
+  'policy.created',
+  'policy.updated',
+  'policy.deleted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

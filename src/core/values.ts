@@ -26,6 +26,5 @@ export function checkMetadata(field: string, value: unknown): Record<string, unk
   return value as Record<string, unknown>
 }
 
-/** How a validate call can be answered: the outcomes its metrics and its analytics count (in this order). */
-export const VALIDATE_OUTCOMES = ['valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited'] as const
-export type ValidateOutcome = (typeof VALIDATE_OUTCOMES)[number]
+// The outcomes lists live in their own import-free file (the console bundles it); named here too.
+export { REFUSAL_REASONS, VALIDATE_OUTCOMES, type RefusalReason, type ValidateOutcome } from './outcomes'

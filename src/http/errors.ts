@@ -1,49 +1,56 @@
-// Domain errors as HTTP: one code → status table, one envelope (RFC 9457 problem+json).
+// Domain errors as HTTP: the one code → status table (with each code's title and when it happens), and
+// one envelope (RFC 9457 problem+json). The documented problem responses (http/responses.ts for a
+// route's statuses, http/openapi-fixes.ts for their descriptions) are read from the same table.
 import { AppError, type ErrorCode, type FieldError } from '../core/errors'
 
-export const ERROR_STATUS: Readonly<Record<ErrorCode, number>> = {
-  invalid_request: 400,
-  unauthorized: 401,
-  plan_limit_reached: 402,
-  plan_upgrade_required: 402,
-  insufficient_scope: 403,
-  not_found: 404,
-  slug_taken: 409,
-  key_revoked: 409,
-  key_expired: 409,
-  activation_limit: 409,
-  deactivation_limit: 409,
-  idempotency_key_reused: 409,
-  last_full_access_key: 409,
-  payload_too_large: 413,
-  product_has_active_keys: 422,
-  rate_limited: 429,
-  internal_error: 500,
-  unavailable: 503,
-}
+export const ERRORS = {
+  invalid_request: {
+    status: 400,
+    title: 'Invalid request',
+    when: 'malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce',
+  },
+  unauthorized: { status: 401, title: 'Unauthorized', when: 'missing, malformed, unknown or revoked credential' },
+  plan_limit_reached: { status: 402, title: 'Plan limit reached', when: "the account's plan allows no more of this" },
+  plan_upgrade_required: { status: 402, title: 'Plan upgrade required', when: "the account's plan does not include this" },
+  insufficient_scope: { status: 403, title: 'Insufficient scope', when: "the API key's scope does not allow this route" },
+  not_found: { status: 404, title: 'Not found', when: 'unknown route, or an id not found in this account' },
+  slug_taken: { status: 409, title: 'Slug taken', when: 'the product slug is already used in this account' },
+  key_revoked: { status: 409, title: 'Key revoked', when: 'the key is revoked' },
+  key_expired: { status: 409, title: 'Key expired', when: 'the key is expired' },
+  key_suspended: { status: 409, title: 'Key suspended', when: 'the key is suspended' },
+  policy_in_use: { status: 409, title: 'Policy in use', when: 'deleting a policy that keys reference' },
+  device_already_used: {
+    status: 409,
+    title: 'Device already used',
+    when: 'the device already used another key of a one_key_per_device policy',
+  },
+  activation_limit: { status: 409, title: 'Activation limit reached', when: "every one of the key's slots is taken" },
+  deactivation_limit: { status: 409, title: 'Deactivation limit reached', when: "past the key's deactivations_allowed" },
+  idempotency_key_reused: {
+    status: 409,
+    title: 'Idempotency key reused',
+    when: 'the same Idempotency-Key with a different request, or while its first request still runs',
+  },
+  last_full_access_key: { status: 409, title: 'Last full_access API key', when: "deleting the account's last full_access API key" },
+  payload_too_large: { status: 413, title: 'Payload too large', when: 'the request body is over the limit (64 KiB on most routes)' },
+  product_has_active_keys: { status: 422, title: 'Product has active keys', when: 'deleting a product that still has an active key' },
+  rate_limited: {
+    status: 429,
+    title: 'Rate limited',
+    when:
+      "the account's daily validate limit is reached, or its per-second rate on /v1/devices and /v1/deactivate; retry_after and Retry-After say when to try again",
+  },
+  internal_error: { status: 500, title: 'Internal error', when: 'a bug; the request id identifies it in the logs' },
+  unavailable: { status: 503, title: 'Service unavailable', when: 'a dependency this call needs (Postgres) is unreachable; retry shortly' },
+} as const satisfies Record<ErrorCode, { status: number; title: string; when: string }>
 
-export const statusOf = (err: AppError): number => ERROR_STATUS[err.code]
+/** The statuses of the table. */
+export type ErrorStatus = (typeof ERRORS)[ErrorCode]['status']
 
-const TITLES: Record<ErrorCode, string> = {
-  invalid_request: 'Invalid request',
-  unauthorized: 'Unauthorized',
-  plan_limit_reached: 'Plan limit reached',
-  plan_upgrade_required: 'Plan upgrade required',
-  insufficient_scope: 'Insufficient scope',
-  not_found: 'Not found',
-  slug_taken: 'Slug taken',
-  key_revoked: 'Key revoked',
-  key_expired: 'Key expired',
-  activation_limit: 'Activation limit reached',
-  deactivation_limit: 'Deactivation limit reached',
-  idempotency_key_reused: 'Idempotency key reused',
-  last_full_access_key: 'Last full_access API key',
-  payload_too_large: 'Payload too large',
-  product_has_active_keys: 'Product has active keys',
-  rate_limited: 'Rate limited',
-  internal_error: 'Internal error',
-  unavailable: 'Service unavailable',
-}
+export const statusOf = (err: AppError): number => ERRORS[err.code].status
+
+/** `[[code, entry], …]` in the table's order. */
+export const errorEntries = () => Object.entries(ERRORS) as [ErrorCode, (typeof ERRORS)[ErrorCode]][]
 
 export interface Problem {
   type: string
@@ -57,10 +64,11 @@ export interface Problem {
 }
 
 export function problemBody(err: AppError, requestId: string): Problem {
+  const entry = ERRORS[err.code]
   const body: Problem = {
     type: `https://keyward.dev/errors/${err.code}`,
-    title: TITLES[err.code],
-    status: statusOf(err),
+    title: entry.title,
+    status: entry.status,
     detail: err.detail,
     code: err.code,
     request_id: requestId,

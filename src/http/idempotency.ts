@@ -9,7 +9,7 @@
 import { open, seal, sha256Hex } from '../infra/crypto'
 import type { Sql, Tx } from '../infra/db'
 import { AppError, invalid } from '../core/errors'
-import type { RecordCreated } from '../core/record-created'
+import type { RecordCreated } from '../infra/record-created'
 import { statusOf } from './errors'
 
 const TTL_SQL = `interval '24 hours'`

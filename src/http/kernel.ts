@@ -8,7 +8,8 @@ import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
 import { isDraining } from './drain'
 import { AppError, invalid, type FieldError } from '../core/errors'
-import { problemResponse } from './errors'
+import { problemResponse, statusOf } from './errors'
+import { routePath } from './request-path'
 
 /** The body limit of every route that is not given another (API-2 §12). */
 export const BODY_LIMIT = 64 * 1024
@@ -17,7 +18,7 @@ const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 const started = new WeakMap<Request, number>()
 
 /** `/healthz` or `/healthz/` (parsed only when a query holds a NUL, so no cost on other requests). */
-const isLiveness = (url: string) => /^\/healthz\/?$/.test(new URL(url).pathname)
+const isLiveness = (url: string) => routePath(url) === '/healthz'
 
 export function requestIdOf(request: Request, now = Date.now()): string {
   const given = request.headers.get('x-request-id')
@@ -32,7 +33,11 @@ export function requestIdOf(request: Request, now = Date.now()): string {
  */
 export async function readJson(request: Request, limit = BODY_LIMIT): Promise<unknown> {
   checkDeclaredLength(request.headers.get('content-length'), limit)
-  const buf = await readLimited(request, limit)
+  return parseJson(await readBody(request, limit))
+}
+
+/** A body's bytes as JSON (see readJson): empty is `{}`; invalid UTF-8 or JSON is 400. */
+export function parseJson(buf: Uint8Array): object {
   if (buf.byteLength === 0) return {}
   let value: unknown
   try {
@@ -74,7 +79,11 @@ export function checkQuery(url: string) {
   if (q !== -1 && url.includes('%00', q) && !isLiveness(url)) throw invalid('query', 'must not contain NUL characters')
 }
 
-async function readLimited(request: Request, limit: number): Promise<Uint8Array> {
+/**
+ * A body's exact bytes, at most `limit` of them (413 past it). Call checkDeclaredLength first: a
+ * declared length is trusted to bound the read.
+ */
+export async function readBody(request: Request, limit = BODY_LIMIT): Promise<Uint8Array<ArrayBuffer>> {
   // A declared length (already checked against the limit) bounds what the HTTP parser delivers, so one
   // buffered read is safe, and much cheaper than iterating the stream (it matters on the validate route).
   // Checked before touching `request.body`, which would materialise a ReadableStream.
@@ -110,15 +119,6 @@ function findNul(value: unknown, path: string): string | null {
 }
 
 const tooLarge = (limit: number) => new AppError('payload_too_large', `Request bodies are limited to ${limit} bytes`)
-
-/** `/v1/things/` → `/v1/things`: the route's path as a limit is looked up (routing accepts both forms). */
-function pathOf(url: string): string {
-  const start = url.indexOf('/', url.indexOf('//') + 2)
-  if (start === -1) return '/'
-  const q = url.indexOf('?', start)
-  const path = q === -1 ? url.slice(start) : url.slice(start, q)
-  return path.length > 1 && path.endsWith('/') ? path.slice(0, -1) : path
-}
 
 type SchemaLike = { anyOf?: { const?: unknown }[] }
 type ValidationLike = { type?: string; all?: { path?: string; message?: string; summary?: string; schema?: SchemaLike }[] }
@@ -170,12 +170,28 @@ export function toAppError(code: string | number, error: unknown, log: Logger, r
 }
 
 /**
+ * Logs and times one answer, with the status the client received: one access-log line and one
+ * observation of the latency histogram, labelled by route pattern (never the raw path: ids would make
+ * one series per request). `t0` is `performance.now()` when the request arrived.
+ */
+export type AnswerLog = (method: string, route: string, status: number, t0: number, requestId: string) => void
+
+export function answerLog(log: Logger): AnswerLog {
+  return (method, route, status, t0, requestId) => {
+    const ms = performance.now() - t0
+    httpDuration.labels(method, route, String(status)).observe(ms / 1000)
+    log.info({ method, route, status, ms: Math.round(ms * 100) / 100, request_id: requestId })
+  }
+}
+
+/**
  * `bodyLimits`: the routes given another body limit than BODY_LIMIT, by path (e.g. the offline-license
  * sync route, API-2 §12). Looked up before routing, so the 413 comes first on those routes too.
  */
 export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = new Map()) {
   /** Requests on a route with its own limit (only those: the others read BODY_LIMIT). */
   const limits = new WeakMap<Request, number>()
+  const logAnswer = answerLog(log)
   return new Elysia({ name: 'keyward.kernel' })
     .onRequest(({ request, set, server }) => {
       started.set(request, performance.now())
@@ -183,7 +199,7 @@ export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = ne
       if (isDraining(server)) set.headers.connection = 'close' // shutting down: see drain.ts
       let limit = BODY_LIMIT
       if (bodyLimits.size > 0) {
-        const own = bodyLimits.get(pathOf(request.url))
+        const own = bodyLimits.get(routePath(request.url))
         if (own !== undefined) limits.set(request, (limit = own))
       }
       checkDeclaredLength(request.headers.get('content-length'), limit)
@@ -193,21 +209,15 @@ export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = ne
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
       const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))
       const appError = toAppError(code, error, log, requestId)
+      // What onAfterResponse logs: Elysia leaves its own guess there (500, 422, or 200 before routing).
+      set.status = statusOf(appError)
       const passthrough: Record<string, string> = {}
       for (const [k, v] of Object.entries(set.headers)) if (k !== 'content-type') passthrough[k] = String(v)
       return problemResponse(appError, requestId, passthrough)
     })
     .onAfterResponse({ as: 'global' }, ({ request, set, route, responseValue }) => {
-      const t0 = started.get(request)
+      const t0 = started.get(request) ?? performance.now()
       const status = responseValue instanceof Response ? responseValue.status : Number(set.status ?? 200)
-      // Label by route pattern, never the raw path (ids would make one series per request).
-      if (t0 !== undefined) httpDuration.labels(request.method, route || 'unmatched', String(status)).observe((performance.now() - t0) / 1000)
-      log.info({
-        method: request.method,
-        route,
-        status,
-        ms: t0 === undefined ? undefined : Math.round((performance.now() - t0) * 100) / 100,
-        request_id: set.headers['x-request-id'],
-      })
+      logAnswer(request.method, route || 'unmatched', status, t0, String(set.headers['x-request-id']))
     })
 }

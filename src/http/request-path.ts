@@ -1,3 +1,6 @@
+// The one path parser of the HTTP layer: where a request's path starts in `request.url`, the path
+// itself (`requestPath`) and the form routes are looked up by (`routePath`: no trailing slash).
+//
 // Elysia finds a request's path at a fixed offset into `request.url` (the first "/" from index 11,
 // i.e. after "http://" and a host of at least four characters). Bun builds that URL from the Host
 // header, and from the request target alone when Host is empty or not a valid host. So `Host: x`
@@ -6,11 +9,25 @@
 // validate fast path, Elysia's routes mounted in `serve.routes`) already matches on the real path.
 // The usual URL (a host of four characters or more) is passed through untouched, with no allocation.
 
-/** Where the URL's path starts: Bun gives an absolute URL, or the request target alone. */
-function pathStart(url: string): number {
+/** Where the URL's path starts: Bun gives an absolute URL, or the request target alone; -1 when it has none. */
+export function pathStart(url: string): number {
   if (url.charCodeAt(0) === 47 /* "/" */) return 0
   const scheme = url.indexOf('://')
   return scheme === -1 ? -1 : url.indexOf('/', scheme + 3)
+}
+
+/** `http://h/v1/x/?q` → `/v1/x/`: the path as sent, without the query. */
+export function requestPath(url: string): string {
+  const start = pathStart(url)
+  if (start === -1) return '/'
+  const q = url.indexOf('?', start)
+  return q === -1 ? url.slice(start) : url.slice(start, q)
+}
+
+/** `http://h/v1/x/?q` → `/v1/x`: the path a route is looked up by (routing accepts both slash forms). */
+export function routePath(url: string): string {
+  const path = requestPath(url)
+  return path.length > 1 && path.charCodeAt(path.length - 1) === 47 ? path.slice(0, -1) : path
 }
 
 /** Elysia's offset (see its `composeGeneralHandler`): a path starting there or later is found right. */

@@ -1,10 +1,16 @@
-// What a route declares beside its success answer: the problem responses it can give, and whether it
-// takes an Idempotency-Key. Each problem status shares the one Problem schema; the docs (http/docs.ts)
-// turn them into references to one documented response per status.
+// What a route declares beside its success answer: the problem responses it can give, whether it
+// takes an Idempotency-Key, whether it is a client route (CORS) and signs its answers. Each problem
+// status shares the one Problem schema; the docs (http/openapi-fixes.ts) turn them into references to
+// one documented response per status.
+import { errorEntries, type ErrorStatus } from './errors'
 import { Problem } from './schema'
 
-export const PROBLEM_STATUSES = [400, 401, 402, 403, 404, 409, 413, 422, 429, 503] as const
-export type ProblemStatus = (typeof PROBLEM_STATUSES)[number]
+/** A status a route may declare: every status of the error table (http/errors.ts) but 500, which any route may answer. */
+export type ProblemStatus = Exclude<ErrorStatus, 500>
+
+export const PROBLEM_STATUSES: readonly ProblemStatus[] = [
+  ...new Set(errorEntries().map(([, e]) => e.status).filter((s): s is ProblemStatus => s !== 500)),
+]
 
 /** `{400: Problem, 404: Problem, …}` for a route's `response` map (or a guard's). */
 export function problems<const S extends readonly ProblemStatus[]>(...statuses: S): { [K in S[number]]: typeof Problem } {
@@ -22,10 +28,28 @@ export const behindAuth = () => problems(400, 401, 403, 503)
 export const withBody = () => problems(400, 413)
 
 /** Marks a create route that takes `Idempotency-Key` (http/idempotency.ts); spread into `detail`. */
-export const IDEMPOTENT = { 'x-keyward-idempotent': true } as const
+export const IDEMPOTENT_MARK = 'x-keyward-idempotent'
+export const IDEMPOTENT = { [IDEMPOTENT_MARK]: true } as const
 
 /**
- * Marks a route whose answers are signed when the request sends `Keyward-Nonce` (http/client-answers.ts,
- * API-2 §4); spread into `detail`. The docs add the request header and `Keyward-Signature` on every answer.
+ * Marks a client route (API-2 §5: a shipped app calls it with the key holder's credentials, from any
+ * origin); spread into `detail`. The one declaration of it: http/client-answers.ts answers its CORS
+ * preflight and puts the CORS headers on every answer, and the docs (http/openapi-fixes.ts) document both.
  */
-export const SIGNED = { 'x-keyward-signed': true } as const
+export const CLIENT_MARK = 'x-keyward-client'
+export const CLIENT = { [CLIENT_MARK]: true } as const
+
+/**
+ * Marks a client route whose answers are signed when the request sends `Keyward-Nonce`
+ * (http/client-answers.ts, API-2 §4); spread into `detail`. The docs add the request header and
+ * `Keyward-Signature` on every answer.
+ */
+export const SIGNED_MARK = 'x-keyward-signed'
+export const SIGNED = { ...CLIENT, [SIGNED_MARK]: true } as const
+
+/** What a route's `detail` (or its operation in the document) declares with CLIENT and SIGNED: null for any other route. */
+export function clientRouteOf(detail: unknown): { signed: boolean } | null {
+  const marks = detail as Record<string, unknown> | null | undefined
+  if (marks?.[CLIENT_MARK] !== true) return null
+  return { signed: marks[SIGNED_MARK] === true }
+}

@@ -36,3 +36,16 @@ export const Problem = Type.Object(
   },
   { description: 'RFC 9457 problem document (application/problem+json)' },
 )
+
+// ---- Text a person or a terminal reads back (names, labels, versions) --------------------------------
+/**
+ * `min..max` Unicode code points, none a control character (C0, DEL, C1: ESC, CR, LF and the like
+ * would be interpreted by a terminal showing a log or a listing). The pattern counts a surrogate pair as
+ * one code point and refuses a lone surrogate (not storable as UTF-8) and U+FFFD (what the validate fast
+ * path's JSON reader makes of invalid UTF-8), so both doors refuse the same text without a `u` flag.
+ */
+export const PlainText = (min: number, max: number, options: Record<string, unknown> = {}) =>
+  Type.String({
+    ...options,
+    pattern: `^(?:[^\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uDFFF\\uFFFD]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]){${min},${max}}$`,
+  })

@@ -7,6 +7,11 @@ export type BusMessage =
   | { kind: 'key'; accountId: string; keyHash: string }
   /** Many license keys changed at once (inactivity release, product deletion): one message, one wait. */
   | { kind: 'keys'; keyHashes: string[] }
+  /**
+   * A policy changed: every node drops its copy of the policy (one row), so every key that inherits
+   * from it answers the new settings, whatever their number, with no message or query per key.
+   */
+  | { kind: 'policy'; policyId: string }
   /** An API key was revoked or rotated away: drop the cached principal for this token hash. */
   | { kind: 'api_key'; tokenHash: string }
   /** Account-wide change (plan): drop everything cached for the account. */

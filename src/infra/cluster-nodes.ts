@@ -1,6 +1,6 @@
-// Cluster membership and progress in Postgres (sql/012_cluster_nodes.sql), so a writer knows which
-// nodes may hold memory even while NATS is down or was just restarted (the bus alone only knows
-// the nodes it has heard since it reconnected).
+// Cluster membership and progress in Postgres (sql/012_cluster_nodes.sql): the one membership, read by
+// writers (publish-and-wait) and the barrier, so a writer knows which nodes may hold memory even while
+// NATS is down or was just restarted (NATS alone would know only the nodes heard since it reconnected).
 import type { Sql } from './db'
 
 /** Renews this node's row with what it has seen; returns the change sequence's value, read after. */

@@ -1,10 +1,9 @@
 // Identifiers, secrets and their at-rest forms. Nothing here logs or stores a plaintext secret.
 import { createCipheriv, createDecipheriv, hash, randomBytes, randomFillSync } from 'node:crypto'
+import type { IdPrefix } from '../core/ids'
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ'
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789'
-
-export type IdPrefix = 'acct' | 'ak' | 'prod' | 'key' | 'act' | 'wh' | 'evt' | 'whd' | 'lic' | 'req'
 
 /** Uniformly random characters from `alphabet` (rejection sampling, no modulo bias). */
 function randomChars(alphabet: string, n: number): string {
@@ -94,9 +93,8 @@ export function newRequestId(now = Date.now()): string {
  */
 export const flatten = (ascii: string) => Buffer.from(ascii, 'latin1').toString('latin1')
 
-const ID_RE = /^[a-z]+_[0-9A-HJKMNP-TV-Z]{26}$/
-/** A well-formed id of the given prefix; anything else is treated as unknown (404) by callers. */
-export const isId = (prefix: IdPrefix, id: string) => id.startsWith(`${prefix}_`) && ID_RE.test(id)
+// The id shape is declared once in core (the console checks ids from its address with it).
+export { isId, type IdPrefix } from '../core/ids'
 
 /** API token: `kw_` + 32 random [A-Za-z0-9] (~190 bits). */
 export const newApiToken = () => `kw_${randomChars(ALNUM, 32)}`

@@ -2,7 +2,7 @@
 // update; /metrics renders the registry. The hot path counts into plain numbers (tally.ts,
 // route-latency.ts) that each metric's `collect` folds in before it is rendered.
 import client from 'prom-client'
-import { VALIDATE_OUTCOMES } from '../core/values'
+import { VALIDATE_OUTCOMES } from '../core/outcomes'
 import { RouteLatencies } from './route-latency'
 import { foldTally, tally } from './tally'
 
@@ -30,7 +30,7 @@ export const validateOutcomes = tally(VALIDATE_OUTCOMES)
 
 export const validateAnswers = new client.Counter({
   name: 'keyward_validate_answers_total',
-  help: 'Validate answers by outcome (valid, not_found, revoked, expired, activation_limit, rate_limited)',
+  help: `Validate answers by outcome (${VALIDATE_OUTCOMES.join(', ')})`,
   labelNames: ['outcome'] as const,
   registers: [registry],
   collect() {
@@ -55,6 +55,20 @@ export const invalidations = new client.Counter({
   name: 'keyward_invalidations_total',
   help: 'Bus invalidations by direction (sent, received, acked, ack_timeout)',
   labelNames: ['direction'] as const,
+  registers: [registry],
+})
+
+export const busResyncs = new client.Counter({
+  name: 'keyward_bus_resyncs_total',
+  help: 'Times this node dropped its memory because invalidations may have been missed, by cause',
+  labelNames: ['cause'] as const,
+  registers: [registry],
+})
+
+export const busPublishWait = new client.Histogram({
+  name: 'keyward_bus_publish_seconds',
+  help: 'How long a write waited for its invalidation to be in force on every node (acks, seen rows, or leases run out)',
+  buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5],
   registers: [registry],
 })
 

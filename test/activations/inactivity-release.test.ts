@@ -21,7 +21,7 @@ beforeAll(async () => {
 
 const GRACE_MS = 2_000
 const sweep = (sql = h.node.deps.sql, batch?: number) =>
-  releaseInactiveActivations({ sql, bus: h.node.deps.bus }, { graceMs: GRACE_MS, batch })
+  releaseInactiveActivations({ ...h.node.deps, sql }, { graceMs: GRACE_MS, batch })
 
 /** Moves every active activation of the key `seconds` into the past (as if nothing validated since). */
 async function idleFor(keyId: string, seconds: number) {

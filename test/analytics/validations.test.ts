@@ -9,8 +9,8 @@ import { daysBefore, utcToday } from './fixtures'
 setDefaultTimeout(60_000)
 const h = useHarness({ env: { FLUSH_INTERVAL_MS: '100' } })
 
-const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited']
-const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0 }
+const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited', 'suspended', 'entitlements_missing', 'device_already_used']
+const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0, suspended: 0, entitlements_missing: 0, device_already_used: 0 }
 const validations = (token: string, query = '') => h.call('GET', `/v1/analytics/validations${query}`, { token })
 const validate = (token: string, body: Record<string, unknown>) => h.call('POST', '/v1/validate', { token, body })
 
@@ -59,6 +59,8 @@ test('each outcome is counted on its day; with product_id only that product, not
   const k2 = await newKey(h.call, token, p2.id)
   const revoked = await newKey(h.call, token, p1.id)
   expect((await h.call('POST', `/v1/keys/${revoked.id}/revoke`, { token, body: {} })).status).toBe(200)
+  const suspended = await newKey(h.call, token, p1.id)
+  expect((await h.call('POST', `/v1/keys/${suspended.id}/suspend`, { token, body: {} })).status).toBe(200)
 
   const device = fingerprint()
   const answers: [Record<string, unknown>, string][] = [
@@ -67,6 +69,8 @@ test('each outcome is counted on its day; with product_id only that product, not
     [{ key: k1.key_value, device_fingerprint: fingerprint() }, 'activation_limit'],
     [{ key: k2.key_value, device_fingerprint: device }, 'valid'],
     [{ key: revoked.key_value, device_fingerprint: device }, 'revoked'],
+    [{ key: suspended.key_value, device_fingerprint: device }, 'suspended'],
+    [{ key: k2.key_value, device_fingerprint: device, require_entitlements: ['sso'] }, 'entitlements_missing'],
     [{ key: 'AAAAA-BBBBB-CCCCC-DDDDD-EEEEE', device_fingerprint: device }, 'not_found'],
     [{ key: 'not a key', device_fingerprint: device }, 'not_found'],
     [{ key: k2.key_value, device_fingerprint: device, product_id: p1.id }, 'not_found'], // wrong product
@@ -77,13 +81,13 @@ test('each outcome is counted on its day; with product_id only that product, not
     expect(res.body.valid ? 'valid' : res.body.reason).toBe(outcome)
   }
   const today = await todayOnceFlushed(reader, answers.length)
-  expect(today).toMatchObject({ valid: 3, not_found: 3, revoked: 1, expired: 0, activation_limit: 1, rate_limited: 0 })
+  expect(today).toMatchObject({ valid: 3, not_found: 3, revoked: 1, expired: 0, activation_limit: 1, rate_limited: 0, suspended: 1, entitlements_missing: 1 })
   // a day's columns sum to its api_calls_today (no 429 here)
   const overview = await h.call('GET', '/v1/analytics/overview', { token: reader })
   expect(overview.body.api_calls_today).toBe(sumOf(today))
 
-  expect((await validations(reader, `?product_id=${p1.id}`)).body.at(-1)).toMatchObject({ ...zero, valid: 2, revoked: 1, activation_limit: 1 })
-  expect((await validations(reader, `?range=7d&product_id=${p2.id}`)).body.at(-1)).toMatchObject({ ...zero, valid: 1 })
+  expect((await validations(reader, `?product_id=${p1.id}`)).body.at(-1)).toMatchObject({ ...zero, valid: 2, revoked: 1, activation_limit: 1, suspended: 1 })
+  expect((await validations(reader, `?range=7d&product_id=${p2.id}`)).body.at(-1)).toMatchObject({ ...zero, valid: 1, entitlements_missing: 1 })
   // earlier days stay zero
   expect((await validations(reader)).body.slice(0, -1).every((e: Record<string, number>) => sumOf(e) === 0)).toBe(true)
 })
@@ -146,10 +150,10 @@ test('the in-memory counts: per account, product and day; a day that ends keeps 
   const rows = counts.take(day + 300)
   const key = (r: { day: string; account: string; product: string }) => `${r.day} ${r.account} ${r.product}`
   expect(Object.fromEntries(rows.map((r) => [key(r), r.counts]))).toEqual({
-    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0],
-    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0],
-    '2026-11-23 acct_b prod_2': [0, 0, 0, 1, 0, 0],
-    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_b prod_2': [0, 0, 0, 0, 1, 0, 0, 0, 0],
+    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0, 0, 0, 0],
   })
   expect(counts.take(day + 400)).toEqual([]) // taken once
 })

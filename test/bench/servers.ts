@@ -4,23 +4,11 @@ import { spawn } from 'bun'
 import { join } from 'node:path'
 import { ADMIN_TOKEN } from './fixture'
 
-export async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-  const port = s.port
-  s.stop(true)
-  return port
-}
+import { freePort } from '../support/ports'
+import { waitForUrl } from '../support/wait'
 
-export async function waitFor(url: string, ms = 60_000) {
-  const until = Date.now() + ms
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(url)).ok) return
-    } catch {}
-    await Bun.sleep(100)
-  }
-  throw new Error(`${url} did not come up`)
-}
+// The test support's own, under the names the benchmarks use.
+export { freePort, waitForUrl as waitFor }
 
 /**
  * A node process as `bun run start` runs it (embedded, or on `dbUrl`; never NATS or Redis: one node),
@@ -47,6 +35,6 @@ export async function startBenchNode(opts: { dataDir: string; dbUrl?: string | n
     stderr: 'inherit',
   })
   const url = `http://127.0.0.1:${port}`
-  await waitFor(`${url}/healthz`)
+  await waitForUrl(`${url}/healthz`)
   return { url, proc }
 }

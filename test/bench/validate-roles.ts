@@ -8,14 +8,14 @@
 //   map-signed      (a′), and with a Keyward-Nonce one Ed25519 signature over the answer, as the node
 //                   signs (signed-validate.ts: the most signing can keep of the unsigned throughput)
 import { generateKeyPairSync, hash, randomBytes } from 'node:crypto'
-import { NONCE_HEADER, SIGNATURE_HEADER, signatureOf } from '../../src/http/client-answers'
+import { NONCE_HEADER, requestDigestOf, SIGNATURE_HEADER, signatureOf } from '../../src/http/client-answers'
 import { loadConfig } from '../../src/config'
 import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
 import { migrate } from '../../src/infra/migrate'
 import { startNode } from '../../src/node'
 import { keyHashOf } from '../../src/modules/validation/hot-state'
-import { loadKeyState } from '../../src/modules/validation/repo'
+import { loadKeyState, NO_ENTITLEMENTS } from '../../src/modules/validation/repo'
 
 const env = process.env
 
@@ -65,12 +65,13 @@ function mapBaseline(contract: boolean, signing = false) {
     const key = { kid: 'bench', privateKey: generateKeyPairSync('ed25519').privateKey }
     validate = async (req) => {
       const nonce = req.headers.get(NONCE_HEADER)
+      if (nonce === null) return handler(req)
+      // the node's own signing function, over the request body's digest and the text of the same answer
+      const requestDigest = requestDigestOf(await req.clone().bytes())
       const res = await handler(req)
-      if (nonce === null) return res
-      // the node's own signing function, over the text of the same answer
       const text = await res.text()
       const signed = new Response(text, res)
-      signed.headers.set(SIGNATURE_HEADER, signatureOf(key, '/v1/validate', nonce, text))
+      signed.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: '/v1/validate', nonce, requestDigest }, text))
       return signed
     }
   }
@@ -173,6 +174,12 @@ async function memoryFigure() {
       expiresAt: i % 3 ? Date.now() + 86_400_000 * 365 : null,
       limit: 3,
       devices: [i === 0 ? probeFp : randomBytes(32).toString('hex')],
+      entitlements: NO_ENTITLEMENTS,
+      graceMs: 0,
+      keep: false,
+      policyId: null,
+      own: null,
+      oneKeyPerDevice: false,
     }, Date.now() + 3_600_000) // loaded "in the future": nothing expires while we measure
   }
   const fillMs = performance.now() - t0

@@ -4,28 +4,44 @@
 //
 //   bun run bench:webhooks                  embedded Postgres (PGlite) unless DATABASE_URL is set
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench:webhooks
-//   BENCH_EVENTS=2000 BENCH_LATENCY_SAMPLES=200 bun run bench:webhooks
+//   BENCH_EVENTS=2000 BENCH_ROUNDS=3 BENCH_LATENCY_SAMPLES=200 bun run bench:webhooks
 //
 // The node runs in this process (so the burst can be written in one transaction); the receiver runs in
 // its own process and timestamps each arrival.
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
 import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
-import { emit, SYSTEM } from '../../src/modules/events/outbox'
+import { emit, emitMany, SYSTEM } from '../../src/modules/events/outbox'
 import { startNode } from '../../src/node'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000)
 const SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 200)
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)
 const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
 
-type Arrival = { id: string; at: number }
+/** A request seen by the receiver: its webhook-id, when its handler ran, and the client port it came from (one per connection). */
+type Arrival = { id: string; at: number; peer: number }
 const now = () => performance.timeOrigin + performance.now()
 
+/** CPU time (ms) used so far by these processes, from /proc (Linux); null elsewhere. */
+function cpuMsOf(pids: number[]): number | null {
+  try {
+    let ticks = 0
+    for (const pid of pids) {
+      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+      ticks += Number(fields[11]) + Number(fields[12]) // utime, stime
+    }
+    return ticks * 10 // USER_HZ is 100 on Linux
+  } catch {
+    return null
+  }
+}
+
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]
-const fmt = (ms: number) => `${ms.toFixed(1)} ms`
+const fmt = (ms: number) => `${ms.toFixed(2)} ms`
 
 async function startReceiver() {
   const proc = Bun.spawn(['bun', import.meta.path, 'receiver'], { stdout: 'pipe', stderr: 'inherit' })
@@ -42,13 +58,14 @@ async function arrivals(url: string): Promise<Arrival[]> {
   return (await (await fetch(url)).json()) as Arrival[]
 }
 
-async function waitForArrivals(url: string, n: number, timeoutMs = 120_000): Promise<Arrival[]> {
+/** Polls the receiver (arrival times are its own, so the poll period only costs CPU, not precision). */
+async function waitForArrivals(url: string, n: number, timeoutMs = 120_000, pollMs = 2): Promise<Arrival[]> {
   const all: Arrival[] = []
   const until = Date.now() + timeoutMs
   while (all.length < n) {
     if (Date.now() > until) throw new Error(`only ${all.length}/${n} deliveries arrived`)
     all.push(...(await arrivals(url)))
-    if (all.length < n) await Bun.sleep(2)
+    if (all.length < n) await Bun.sleep(pollMs)
   }
   return all
 }
@@ -94,58 +111,102 @@ async function main() {
     const accountId: string = acct.body.account.id
     await call('POST', '/v1/webhooks', token, { url: `${receiver.url}/hook`, events: ['product.created', 'key.created'] })
 
+    const sql = node.deps.sql
     // Baseline: the same receiver, plain fetch POSTs of a delivery-sized body, 32 in flight.
     const sample = JSON.stringify({ id: 'evt_x', type: 'key.created', timestamp: new Date().toISOString(), data: { pad: 'x'.repeat(400) } })
-    let sent = 0
-    const t0 = now()
-    await Promise.all(
-      Array.from({ length: 32 }, async () => {
-        while (sent < EVENTS) {
-          sent++
-          const res = await fetch(`${receiver.url}/baseline`, { method: 'POST', body: sample, headers: { 'webhook-id': 'baseline' } })
-          await res.arrayBuffer()
-        }
-      }),
-    )
-    const baselineRps = EVENTS / ((now() - t0) / 1000)
-    await arrivals(receiver.url)
-
-    // Latency on an idle system: one event at a time (a product created through the API), each waited for.
-    const fromCall: number[] = []
-    const fromCommit: number[] = []
-    for (let i = 0; i < SAMPLES; i++) {
-      const start = now()
-      const res = await call('POST', '/v1/products', token, { name: `p${i}`, slug: `lat-${i}` })
-      const [arrival] = await waitForArrivals(receiver.url, 1, 10_000)
-      fromCall.push(arrival.at - start)
-      fromCommit.push(arrival.at - Date.parse(res.body.created_at))
+    async function baseline() {
+      let sent = 0
+      const t0 = now()
+      const cpu0 = process.cpuUsage()
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (sent < EVENTS) {
+            sent++
+            const res = await fetch(`${receiver.url}/baseline`, { method: 'POST', body: sample, headers: { 'webhook-id': 'baseline' } })
+            await res.arrayBuffer()
+          }
+        }),
+      )
+      const rps = EVENTS / ((now() - t0) / 1000)
+      const cpu = process.cpuUsage(cpu0)
+      return { rps, cpuUs: (cpu.user + cpu.system) / EVENTS, connections: new Set((await arrivals(receiver.url)).map((a) => a.peer)).size }
     }
-    fromCall.sort((a, b) => a - b)
-    fromCommit.sort((a, b) => a - b)
 
     // Throughput: a burst of EVENTS events committed in one transaction, delivered as fast as possible.
-    const sql = node.deps.sql
     const product = { id: 'prod_bench', note: 'x'.repeat(400) }
-    const burstStart = now()
-    await sql.begin(async (tx) => {
-      for (let i = 0; i < EVENTS; i++) await emit(tx, accountId, 'key.created', { ...product, i }, SYSTEM)
-    })
-    const committed = now()
-    const burst = await waitForArrivals(receiver.url, EVENTS)
-    const last = Math.max(...burst.map((a) => a.at))
-    const first = Math.min(...burst.map((a) => a.at))
-    const deliveryRps = EVENTS / ((last - committed) / 1000)
-    while ((await sql`select 1 from webhook_deliveries where status = 'pending' limit 1`).length) await Bun.sleep(5)
+    const backends = (await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database()`).map((r) => r.pid)
+    async function burst() {
+      const start = now()
+      await sql.begin(async (tx) => {
+        for (let i = 0; i < EVENTS; i += 500) {
+          const n = Math.min(500, EVENTS - i)
+          await emitMany(tx, Array.from({ length: n }, (_, j) => ({ accountId, type: 'key.created' as const, data: { ...product, i: i + j }, actor: SYSTEM })))
+        }
+      })
+      const committed = now()
+      const pg0 = cpuMsOf(backends)
+      const node0 = process.cpuUsage()
+      const got = await waitForArrivals(receiver.url, EVENTS, 120_000, 50)
+      const last = Math.max(...got.map((a) => a.at))
+      while ((await sql`select 1 from webhook_deliveries where status = 'pending' limit 1`).length) await Bun.sleep(5)
+      const nodeCpu = process.cpuUsage(node0)
+      return {
+        rps: EVENTS / ((last - committed) / 1000),
+        writeMs: committed - start,
+        firstMs: Math.min(...got.map((a) => a.at)) - committed,
+        connections: new Set(got.map((a) => a.peer)).size,
+        nodeUs: (nodeCpu.user + nodeCpu.system) / EVENTS,
+        pgUs: pg0 === null ? null : ((cpuMsOf(backends)! - pg0) * 1000) / EVENTS,
+      }
+    }
+
+    // Rounds of (baseline, burst), interleaved: the machine's load drifts, a ratio is only fair within a round.
+    const rounds: { base: Awaited<ReturnType<typeof baseline>>; burst: Awaited<ReturnType<typeof burst>> }[] = []
+    for (let r = 0; r < ROUNDS; r++) rounds.push({ base: await baseline(), burst: await burst() })
     const [{ attempts, dup }] = await sql<{ attempts: number; dup: number }[]>`select count(*)::int as attempts,
       (count(*) - count(distinct event_id))::int as dup from webhook_attempts where event_type = 'key.created'`
 
+    // Latency on an idle system, one event at a time, each waited for: (1) a product created through the
+    // API, from the call; (2) an event committed by this process, from the moment its COMMIT is sent (and
+    // from the moment it is acknowledged) to the moment the receiver's handler runs (its first byte, give
+    // or take the request parsing).
+    const fromCall: number[] = []
+    const fromCommit: number[] = []
+    const fromAck: number[] = []
+    for (let i = 0; i < SAMPLES; i++) {
+      const start = now()
+      await call('POST', '/v1/products', token, { name: `p${i}`, slug: `lat-${i}` })
+      const [arrival] = await waitForArrivals(receiver.url, 1, 10_000)
+      fromCall.push(arrival.at - start)
+      await Bun.sleep(5)
+      let commitSent = 0
+      await sql.begin(async (tx) => {
+        await emit(tx, accountId, 'product.created', { id: `prod_lat${i}`, i }, SYSTEM)
+        commitSent = now() // the callback has returned: postgres.js sends COMMIT next
+      })
+      const committed = now()
+      const [delivered] = await waitForArrivals(receiver.url, 1, 10_000)
+      fromCommit.push(delivered.at - commitSent)
+      fromAck.push(delivered.at - committed)
+      await Bun.sleep(5)
+    }
+    fromCall.sort((a, b) => a - b)
+    fromCommit.sort((a, b) => a - b)
+    fromAck.sort((a, b) => a - b)
+
+    const ratios = rounds.map((r) => r.burst.rps / r.base.rps)
     console.log(`\nKeyward webhook delivery (${config.embedded ? 'embedded PGlite' : 'Postgres'}, receiver in its own process, ${navigator.hardwareConcurrency} cores)`)
-    console.log(`  baseline: plain fetch POSTs to the receiver, 32 in flight     ${baselineRps.toFixed(0)} req/s`)
-    console.log(`  burst of ${EVENTS} events (one transaction) → delivered      ${deliveryRps.toFixed(0)} deliveries/s  (${(deliveryRps / baselineRps).toFixed(2)} × baseline)`)
-    console.log(`    writing the burst took ${fmt(committed - burstStart)}; first delivery ${fmt(first - committed)} after commit; attempts ${attempts}, duplicates ${dup}`)
+    console.log(`  ${ROUNDS} rounds of: plain fetch POSTs to the receiver (32 in flight), then a burst of ${EVENTS} events committed in one transaction`)
+    for (const [i, { base, burst: b }] of rounds.entries()) {
+      console.log(`  round ${i + 1}: baseline ${base.rps.toFixed(0)} req/s (${base.connections} connections, ${base.cpuUs.toFixed(0)} µs CPU per request)   delivered ${b.rps.toFixed(0)} deliveries/s (${b.connections} connections)   ${ratios[i].toFixed(2)} × baseline`)
+      console.log(`           burst written in ${fmt(b.writeMs)}, first delivery ${fmt(b.firstMs)} after commit; CPU per delivery: this process (node + bench) ${b.nodeUs.toFixed(0)} µs, its Postgres backends ${b.pgUs === null ? 'n/a' : `${b.pgUs.toFixed(0)} µs`}`)
+    }
+    console.log(`  deliveries vs baseline, median of the rounds: ${[...ratios].sort((a, b) => a - b)[Math.floor(ROUNDS / 2)].toFixed(2)} ×; attempts ${attempts}, duplicates ${dup}`)
     console.log(`  event-to-delivery latency, idle, ${SAMPLES} events one at a time:`)
-    console.log(`    from the API call:          p50 ${fmt(pct(fromCall, 50))}   p99 ${fmt(pct(fromCall, 99))}   max ${fmt(fromCall[fromCall.length - 1])}`)
-    console.log(`    from the event's timestamp: p50 ${fmt(pct(fromCommit, 50))}   p99 ${fmt(pct(fromCommit, 99))}   (event timestamps have 1 ms resolution)`)
+    console.log(`    from the API call:                     p50 ${fmt(pct(fromCall, 50))}   p99 ${fmt(pct(fromCall, 99))}   max ${fmt(fromCall[fromCall.length - 1])}`)
+    console.log(`    from COMMIT sent to the receiver:      p50 ${fmt(pct(fromCommit, 50))}   p99 ${fmt(pct(fromCommit, 99))}   max ${fmt(fromCommit[fromCommit.length - 1])}`)
+    console.log(`    from COMMIT acknowledged to receiver:  p50 ${fmt(pct(fromAck, 50))}   p99 ${fmt(pct(fromAck, 99))}   (the wake-up leaves Postgres with the commit, so this can be < 0)`)
+    console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`)
   } finally {
     await node.stop()
     receiver.proc.kill()
@@ -170,8 +231,9 @@ async function runReceiver() {
         arrivals = []
         return Response.json(out)
       }
+      const peer = server.requestIP(req)?.port ?? 0
       await req.arrayBuffer()
-      arrivals.push({ id: req.headers.get('webhook-id') ?? '', at })
+      arrivals.push({ id: req.headers.get('webhook-id') ?? '', at, peer })
       return new Response('ok')
     },
   })

@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import { newKey, newProduct } from '../support/harness'
 import { clusterMode, fingerprint, startCluster, type Cluster } from '../support/cluster'
+import { startPrivateNats, type PrivateNats } from '../support/nats-server'
+import { waitUntil } from '../support/wait'
 
 test('multi-node inactivity release tests run only in cluster mode (DATABASE_URL, NATS_URL, REDIS_URL)', () => {
   expect(typeof clusterMode).toBe('boolean')
@@ -55,4 +57,67 @@ describe.if(clusterMode)('three nodes, last-seen times held in memory', () => {
     expect(Date.now() - row!.last_validated_at.getTime()).toBeLessThan(60_000) // written by node 2's barrier flush
     expect((await validate(1, alive)).body).toMatchObject({ valid: true, activations_used: 1 })
   }, 60_000)
+})
+
+// The fault rule for a release nobody waits on: while NATS is down, an inactivity release must not let
+// another device take the freed seat before every node has dropped the released device (its ack, its
+// seen row or its trust window), or a 2-seat key has 3 valid devices for a moment.
+describe.if(clusterMode)('three nodes, inactivity release while NATS is down', () => {
+  let nats: PrivateNats
+  let c: Cluster
+  let sql: postgres.Sql
+  beforeAll(async () => {
+    nats = await startPrivateNats()
+    c = await startCluster(3, { natsUrl: nats.url, env: { DEGRADED_TTL_MS: '2000' } })
+    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
+  }, 60_000)
+  afterAll(async () => {
+    await sql?.end({ timeout: 5 })
+    await c?.close()
+    await nats?.stop()
+  }, 60_000)
+
+  // A few rounds: before the fix, whether a node still held the released device when the newcomer got
+  // its seat depended on where that node's lease renewal stood (up to 500 ms).
+  const ROUNDS = 3
+
+  test('the freed seat goes to a new device only once no node answers valid for the released one', async () => {
+    const { token } = await c.account('growth')
+    const product = await newProduct(c.call, token)
+    const keys = []
+    for (let i = 0; i < ROUNDS; i++) keys.push(await newKey(c.call, token, product.id, { activation_limit: 2, release_after_seconds: 60 }))
+    const validate = async (node: number, key: { key_value: string }, device: string) =>
+      (await c.nodes[node]!.call('POST', '/v1/validate', { token, body: { key: key.key_value, device_fingerprint: device } })).body
+
+    await nats.stop()
+    const natsStates = async () => Promise.all(c.nodes.map(async (node) => (await node.call('GET', '/readyz')).body.nats))
+    await waitUntil(async () => (await natsStates()).every((s) => s !== 'ok'), 20_000, 'every node sees NATS down')
+
+    const stale: string[] = []
+    for (const [round, key] of keys.entries()) {
+      const [idle, kept, newcomer] = [fingerprint(10 * round + 1), fingerprint(10 * round + 2), fingerprint(10 * round + 3)]
+      // both seats taken; every node holds the key with both devices in memory
+      for (let node = 0; node < 3; node++) for (const d of [idle, kept]) expect((await validate(node, key, d)).valid).toBe(true)
+      await Bun.sleep(1_500) // the repeat validations' last-seen times are written (FLUSH_INTERVAL_MS)
+      await sql`update activations set last_validated_at = now() - interval '10 minutes', activated_at = now() - interval '10 minutes'
+        where key_id = ${key.id} and device_fingerprint = ${idle} and status = 'active'`
+
+      // The nodes' own sweeps release the idle device; the newcomer asks every node in turn until it has the seat.
+      let node = 0
+      const deadline = Date.now() + 30_000
+      while (!(await validate(node, key, newcomer)).valid) {
+        if (Date.now() > deadline) throw new Error('the newcomer never got the released seat')
+        node = (node + 1) % 3
+      }
+      // From now on the key's seats are `kept` and `newcomer`: a node answering valid for the released
+      // device (from memory it has not dropped yet) makes three valid devices.
+      for (const until = Date.now() + 1_500; Date.now() < until; ) {
+        for (let n = 0; n < 3; n++) if ((await validate(n, key, idle)).valid) stale.push(`round ${round}, node ${n}`)
+      }
+      const rows = await sql<{ device_fingerprint: string }[]>`select device_fingerprint from activations where key_id = ${key.id} and status = 'active'`
+      expect(rows.map((r) => r.device_fingerprint).sort()).toEqual([kept, newcomer].sort())
+    }
+    expect(stale).toEqual([])
+    await nats.start()
+  }, 120_000)
 })

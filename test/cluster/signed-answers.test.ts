@@ -3,7 +3,7 @@
 // when its first signed calls reach three nodes at once; every node's answers verify with the key that
 // any node publishes. Verified with node:crypto alone, as an app would.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { createPublicKey, randomBytes, verify } from 'node:crypto'
+import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto'
 import postgres from 'postgres'
 import { newKey, newProduct, scopedToken } from '../support/harness'
 import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
@@ -27,13 +27,17 @@ describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
   }, 60_000)
 
   async function post(node: number, path: string, token: string, body: unknown, n: string) {
+    const sent = JSON.stringify(body)
     const res = await fetch(c.nodes[node]!.url + path, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'keyward-nonce': n },
-      body: JSON.stringify(body),
+      body: sent,
     })
-    return { status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) }
+    return { sent, status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) }
   }
+  /** The signed message (docs/api.md, "Signed answers"): v2, over the request body's SHA-256 and the answer's bytes. */
+  const message = (path: string, n: string, t: string, sent: string, bytes: Uint8Array) =>
+    Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${n}\n${t}\n${createHash('sha256').update(sent).digest('hex')}\n`), bytes])
   const parts = (header: string | null) =>
     Object.fromEntries((header ?? '').split(', ').map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)])) as Record<string, string>
 
@@ -71,11 +75,10 @@ describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
       expect(res.headers.get('access-control-allow-origin')).toBe('*')
       const s = parts(res.headers.get('keyward-signature'))
       expect(s).toMatchObject({ alg: 'ed25519', kid: stored[0]!.kid })
-      const signed = Buffer.concat([Buffer.from(`keyward-answer/v1\n${x.path}\n${x.n}\n${s.t}\n`), res.bytes])
-      expect(verify(null, signed, publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
-      // the same bytes under another nonce, or another path, do not verify
-      const other = Buffer.concat([Buffer.from(`keyward-answer/v1\n${x.path}\n${nonce()}\n${s.t}\n`), res.bytes])
-      expect(verify(null, other, publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
+      expect(verify(null, message(x.path, x.n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
+      // the same bytes under another nonce, or for another request body, do not verify
+      expect(verify(null, message(x.path, nonce(), s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
+      expect(verify(null, message(x.path, x.n, s.t!, `${res.sent} `, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
     }
   }, 120_000)
 
@@ -97,8 +100,7 @@ describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
         expect(res.status).toBe(status)
         if (status === 200) expect(JSON.parse(new TextDecoder().decode(res.bytes))).toMatchObject({ valid: false, reason: 'revoked' })
         const s = parts(res.headers.get('keyward-signature'))
-        const signed = Buffer.concat([Buffer.from(`keyward-answer/v1\n/v1/validate\n${n}\n${s.t}\n`), res.bytes])
-        expect(verify(null, signed, publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
+        expect(verify(null, message('/v1/validate', n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
       }
       const admin = await fetch(`${c.nodes[node]!.url}/v1/keys/${key.id}`, { headers: { authorization: `Bearer ${token}`, origin: 'https://app.example' } })
       expect(admin.status).toBe(200)

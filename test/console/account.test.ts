@@ -273,7 +273,7 @@ test('overview: cards, activations and validations by outcome with their range s
   // Outcomes are counted in memory and written every FLUSH_INTERVAL_MS: wait until the API has them.
   const sums = async (q = '') => {
     const days = (await h.call('GET', `/v1/analytics/validations${q}`, { token: acct.token })).body as Record<string, number>[]
-    const keys = ['valid', 'activation_limit', 'expired', 'revoked', 'not_found', 'rate_limited']
+    const keys = ['valid', 'activation_limit', 'expired', 'suspended', 'entitlements_missing', 'device_already_used', 'revoked', 'not_found', 'rate_limited']
     return Object.fromEntries(keys.map((k) => [k, days.reduce((s, d) => s + d[k], 0)]))
   }
   const deadline = Date.now() + 20_000
@@ -296,7 +296,17 @@ test('overview: cards, activations and validations by outcome with their range s
   await page.getByText(`of ${usage.api_calls_limit_today.toLocaleString('en-US')} a day`, { exact: false }).waitFor()
   // The legend of the stacked chart: each outcome's total over the range, as the API counts them (30 days).
   const legend = page.getByRole('list', { name: /Validations by outcome, last 30 days/ })
-  const expected = ['Valid ' + all.valid, 'Device limit ' + all.activation_limit, 'Expired ' + all.expired, 'Revoked ' + all.revoked, 'Unknown key ' + all.not_found, 'Over daily limit ' + all.rate_limited]
+  const expected = [
+    'Valid ' + all.valid,
+    'Device limit ' + all.activation_limit,
+    'Expired ' + all.expired,
+    'Suspended ' + all.suspended,
+    'Missing entitlement ' + all.entitlements_missing,
+    'Device used another key ' + all.device_already_used,
+    'Revoked ' + all.revoked,
+    'Unknown key ' + all.not_found,
+    'Over daily limit ' + all.rate_limited,
+  ]
   const legendIs = (want: string[]) =>
     page.waitForFunction((w) => [...document.querySelectorAll('.legend li')].map((li) => li.textContent?.trim()).join('|') === w.join('|'), want)
   await legendIs(expected)
@@ -318,7 +328,15 @@ test('overview: cards, activations and validations by outcome with their range s
     page.getByLabel('Product').selectOption({ label: 'Desk App' }),
   ])
   await page.getByRole('heading', { name: /Desk App/ }).waitFor()
-  await legendIs(['Valid ' + forProduct.valid, 'Device limit ' + forProduct.activation_limit, 'Expired ' + forProduct.expired, 'Revoked ' + forProduct.revoked])
+  await legendIs([
+    'Valid ' + forProduct.valid,
+    'Device limit ' + forProduct.activation_limit,
+    'Expired ' + forProduct.expired,
+    'Suspended ' + forProduct.suspended,
+    'Missing entitlement ' + forProduct.entitlements_missing,
+    'Device used another key ' + forProduct.device_already_used,
+    'Revoked ' + forProduct.revoked,
+  ])
   expect(forProduct.valid).toBeGreaterThanOrEqual(1)
   // Every day as a table, for screen readers and exact figures.
   await page.getByText('Every day as a table').click()

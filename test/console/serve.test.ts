@@ -43,3 +43,14 @@ test('an unknown asset is a 404 and the API document does not list the console',
   const doc = await (await fetch(h.node.url + '/docs/json')).json()
   expect(Object.keys(doc.paths).filter((p) => p.startsWith('/console'))).toEqual([])
 })
+
+test('the bundle holds none of the server: the pages read the API models as types only', async () => {
+  const page = await (await fetch(h.node.url + '/console')).text()
+  const scripts = [...page.matchAll(/src="(\/console\/assets\/[^"]+\.js)"/g)].map((m) => m[1])
+  expect(scripts.length).toBeGreaterThan(0)
+  const js = (await Promise.all(scripts.map(async (s) => (await fetch(h.node.url + s)).text()))).join('\n')
+  // A value import of a model would bring TypeBox (its kind symbol), Elysia and the schemas' own texts.
+  expect(js).not.toContain('TypeBox.Kind')
+  expect(js).not.toMatch(/elysia/i)
+  expect(js).not.toContain('Effective status: a key past expires_at')
+}, 30_000)

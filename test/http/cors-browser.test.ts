@@ -4,7 +4,7 @@
 // and the key the page itself fetched from GET /v1/offline/public-key. The same page calling an admin
 // route is blocked by the browser (no CORS headers there). Headless Chromium (Debian's package).
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { createPublicKey, verify } from 'node:crypto'
+import { createHash, createPublicKey, verify } from 'node:crypto'
 import type { Browser } from 'playwright-core'
 import { chromiumPresent, launchChromium } from '../support/chromium'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, startHarness, type Harness } from '../support/harness'
@@ -101,7 +101,10 @@ test.skipIf(!present)('a page on another origin validates with a nonce, reads th
   expect(publicKey).toMatchObject({ ok: true, status: 200 })
   const published = JSON.parse(publicKey.body!)
   expect(m![1]).toBe(published.kid)
-  const signed = Buffer.from(`keyward-answer/v1\n/v1/validate\n${nonce}\n${m![2]}\n${validate.body}`, 'utf8')
+  // The request body the page sent (JSON.stringify of the same object), whose SHA-256 the signature covers.
+  const sent = JSON.stringify({ key: key.key_value, device_fingerprint: device })
+  const requestSha256 = createHash('sha256').update(sent).digest('hex')
+  const signed = Buffer.from(`keyward-answer/v2\n/v1/validate\n${nonce}\n${m![2]}\n${requestSha256}\n${validate.body}`, 'utf8')
   expect(verify(null, signed, createPublicKey(published.public_key_pem), Buffer.from(m![3], 'base64'))).toBe(true)
 
   // Blocked by the browser: fetch rejects, the page learns nothing.

@@ -35,19 +35,25 @@ async function open(path: string, colorScheme: 'light' | 'dark' = 'light', width
     elsewhere.push(url)
     return route.abort()
   })
+  // The page runs under its CSP (same as the console's, styles aside): nothing it needs may be refused.
+  const refused: string[] = []
+  page.on('console', (message) => {
+    if (message.text().includes('Content Security Policy')) refused.push(message.text().slice(0, 160))
+  })
   page.on('response', (res) => {
     if (res.url().startsWith(origin) && res.status() >= 400) failedHere.push(`${res.status()} ${res.url()}`)
   })
   await page.goto(origin + path, { waitUntil: 'load' })
   // An operation's summary, from the spec the page fetched: the route list rendered.
   await page.getByText(waitFor, { exact: false }).first().waitFor({ state: 'visible', timeout: 90_000 })
-  return { page, elsewhere, failedHere }
+  return { page, elsewhere, failedHere, refused }
 }
 
 test.skipIf(!present)('/docs and /docs/ render the route list with no other origin reachable', async () => {
   for (const path of ['/docs', '/docs/']) {
-    const { page, elsewhere, failedHere } = await open(path)
-    expect({ path, elsewhere, failedHere }).toEqual({ path, elsewhere: [], failedHere: [] })
+    const { page, elsewhere, failedHere, refused } = await open(path)
+    expect({ path, elsewhere, failedHere, refused }).toEqual({ path, elsewhere: [], failedHere: [], refused: [] })
+    expect((await page.request.get(new URL(h.node.url).origin + path)).headers()['content-security-policy']).toContain("frame-ancestors 'none'")
     const text = await page.locator('body').innerText()
     // The first group's operations, and every tag of the API in the sidebar.
     for (const summary of ['Readiness: each dependency ok, down or embedded', 'Prometheus metrics']) expect(text).toContain(summary)

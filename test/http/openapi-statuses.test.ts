@@ -46,6 +46,7 @@ const VALID_BODY: Record<string, unknown> = {
   'POST /admin/accounts': { name: 'probe' },
   'POST /v1/products': { name: 'probe', slug: 'probe' },
   'POST /v1/keys': { product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3I' },
+  'POST /v1/policies': { product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3I', name: 'probe' },
   'POST /v1/keys/{id}/extend': { expires_at: null },
   'POST /v1/keys/{id}/offline-licenses': { device_fingerprint: 'a'.repeat(64) },
   'POST /v1/api-keys': { name: 'probe', scope: 'validate' },
@@ -63,6 +64,7 @@ const IDEMPOTENT: Record<string, unknown> = {
   'POST /v1/webhooks': { url: 'https://example.com/hook', events: ['key.revoked'] },
   'POST /v1/api-keys': { name: 'probe two', scope: 'validate' },
   'POST /v1/keys/{id}/offline-licenses': { device_fingerprint: 'b'.repeat(64) },
+  'POST /v1/policies': { product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3J', name: 'probe two' },
 }
 
 test('each operation, driven through every error class it can meet', async () => {

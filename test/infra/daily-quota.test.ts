@@ -6,6 +6,7 @@ import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { client, newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { waitUntil } from '../support/wait'
+import { freePort } from '../support/ports'
 
 setDefaultTimeout(120_000)
 const hasRedisServer = Bun.spawnSync(['sh', '-c', 'command -v redis-server']).exitCode === 0
@@ -13,13 +14,6 @@ const cleanups: (() => Promise<unknown> | void)[] = []
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c()
 })
-
-function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-  const port = probe.port!
-  probe.stop(true)
-  return port
-}
 
 /** A throwaway redis-server without persistence: stopping it loses every key, as a restart of a cache does. */
 async function startRedis(port: number) {
@@ -95,6 +89,65 @@ test.if(hasRedisServer)('Redis restarted empty mid-day: an account that used 500
   cleanups.push(() => other.stop())
   expect((await acct.validate(other)).status).toBe(429)
 })
+
+/**
+ * Calls spread over `count` nodes, one node going idle (its unspent reserved calls go back at a flush),
+ * then Redis restarts empty, with `callsWhileDown` calls decided locally meanwhile. Counts every 200
+ * until the first 429s, on every node: exactly 500, whatever each node held when Redis went away.
+ */
+async function quotaAcrossRedisRestart(count: number, callsWhileDown: number) {
+  const port = freePort()
+  let redis = await startRedis(port)
+  cleanups.push(() => redis.stop())
+  const h = await startHarness({ REDIS_URL: `redis://127.0.0.1:${port}`, NATS_URL: '' })
+  cleanups.push(() => h.close())
+  const nodes = [h.node]
+  for (let i = 1; i < count; i++) {
+    const other = await startNode(h.config, { db: h.node.deps.db, log: createLogger('silent') })
+    cleanups.push(() => other.stop())
+    nodes.push(other)
+  }
+  const acct = await freeAccount(h)
+  let valid = 0
+  const call = async (node: Node) => {
+    const { status } = await acct.validate(node)
+    if (status === 200) valid++
+    else expect(status).toBe(429)
+    return status
+  }
+  const idle = nodes.at(-1)!
+  for (let i = 0; i < 150; i++) await call(nodes[i % count]!)
+  if (count > 1) for (let i = 0; i < 30; i++) await call(nodes[0]!)
+  await idle.deps.counters.flush()
+  await idle.deps.counters.flush() // idle since the last flush: its lease goes back to Redis
+  for (const n of nodes) await n.deps.counters.flush()
+  await until(async () => (await persisted(h, acct.id)) >= valid)
+  if (count > 1) for (let i = 0; i < 10; i++) await call(nodes[0]!) // the busy node keeps a lease
+
+  await redis.stop()
+  await until(() => nodes.every((n) => n.deps.counters.state() === 'down'))
+  for (let i = 0; i < callsWhileDown; i++) await call(nodes[i % count]!) // counted locally while Redis is away
+  redis = await startRedis(port) // same port, no data
+  await until(() => nodes.every((n) => n.deps.counters.state() === 'ok'))
+
+  for (let i = 0; i < 600; i++) if ((await call(nodes[i % count]!)) === 429) break
+  for (const n of nodes) await n.deps.counters.flush()
+  for (let i = 0; i < 600; i++) if ((await call(nodes[i % count]!)) === 429) break
+  expect(valid).toBe(500)
+  for (const n of nodes) expect((await acct.validate(n)).status).toBe(429)
+  for (const n of nodes) await n.deps.counters.flush()
+  await until(async () => (await persisted(h, acct.id)) >= 500)
+  expect(await persisted(h, acct.id)).toBe(500)
+}
+
+test.if(hasRedisServer)('Redis restarted empty mid-day, one node: exactly 500 of 500 calls (calls given back before the restart are not lost)', () =>
+  quotaAcrossRedisRestart(1, 0))
+
+test.if(hasRedisServer)('Redis restarted empty mid-day, one node, calls while it is away: exactly 500 of 500 calls', () =>
+  quotaAcrossRedisRestart(1, 20))
+
+test.if(hasRedisServer)('Redis restarted empty mid-day, two nodes, one holding reserved calls: exactly 500 of 500 calls', () =>
+  quotaAcrossRedisRestart(2, 20))
 
 test('embedded counters: a restarted node keeps the day\'s quota (restored from Postgres at start)', async () => {
   const h = await startHarness({ REDIS_URL: '', NATS_URL: '' })

@@ -1,18 +1,18 @@
 // Postgres unreachable: calls that need it answer 503 `unavailable` (a problem that leaks nothing),
 // /readyz says so, and the node recovers by itself once Postgres is back.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import type { Socket, TCPSocketListener } from 'bun'
 import { connectPostgres } from '../../src/infra/db'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { ADMIN_TOKEN, client, freshDatabase, realPostgres, testConfig, type Client, type TestDb } from '../support/harness'
 import { expectProblem } from '../support/helpers'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
 
 setDefaultTimeout(60_000)
 
 let base: TestDb | null = null
 let pglite: { server: any; db: any } | null = null
-let proxy: Forwarder
+let proxy: TcpProxy
 let node: Node
 let call: Client
 beforeAll(async () => {
@@ -32,7 +32,7 @@ beforeAll(async () => {
     const [host, port] = server.getServerConn().split(':')
     target = { host, port: Number(port), database: 'postgres' }
   }
-  proxy = forwarder(target.host, target.port, afterCut)
+  proxy = await startTcpProxy(target.host, target.port)
   const direct = connectPostgres(`postgres://postgres@127.0.0.1:${proxy.port}/${target.database}`, realPostgres ? 4 : 1)
   // PGlite serves one session, so no dedicated LISTEN connection there (workers fall back to polling)
   const db = realPostgres ? direct : { ...direct, listen: async () => async () => {} }
@@ -40,10 +40,11 @@ beforeAll(async () => {
   call = client(node.url)
 }, 60_000)
 afterAll(async () => {
-  proxy.start()
+  proxy.restore()
   await node.stop()
   await node.deps.db.close()
-  await proxy.stop()
+  proxy.close()
+  await afterCut()
   await base?.drop()
   await pglite?.server.stop()
   await pglite?.db.close()
@@ -61,70 +62,14 @@ async function afterCut() {
   pglite.server.queryQueue.lastHandlerId = null
 }
 
-interface Forwarder {
-  port: number
-  /** Closes every connection and the listening socket: new connections are refused, as by a stopped server. */
-  stop(): Promise<void>
-  start(): void
-}
-
-/** A TCP forwarder on a fixed port that can be switched off and on (Postgres "down" = connection refused). */
-function forwarder(targetHost: string, targetPort: number, afterCut: () => Promise<void>): Forwarder {
-  type Side = { peer: Socket<Side> | null; early: Uint8Array[] }
-  const sockets = new Set<Socket<Side>>()
-  const listen = (port: number): TCPSocketListener<Side> =>
-    Bun.listen<Side>({
-      hostname: '127.0.0.1',
-      port,
-      socket: {
-        open(client) {
-          client.data = { peer: null, early: [] }
-          sockets.add(client)
-          void Bun.connect<Side>({
-            hostname: targetHost,
-            port: targetPort,
-            data: { peer: client, early: [] },
-            socket: {
-              open(upstream) {
-                sockets.add(upstream)
-                client.data.peer = upstream
-                for (const chunk of client.data.early) upstream.write(chunk)
-              },
-              data: (upstream, chunk) => void upstream.data.peer?.write(chunk),
-              close: (upstream) => void (sockets.delete(upstream), upstream.data.peer?.end()),
-              error: (upstream) => void upstream.data.peer?.end(),
-            },
-          }).catch(() => client.end())
-        },
-        data: (client, chunk) => void (client.data.peer ? client.data.peer.write(chunk) : client.data.early.push(chunk.slice())),
-        close: (client) => void (sockets.delete(client), client.data.peer?.end()),
-        error: (client) => void client.data.peer?.end(),
-      },
-    })
-  let server: TCPSocketListener<Side> | null = listen(0)
-  const port = server.port
-  return {
-    port,
-    async stop() {
-      server?.stop(true)
-      server = null
-      for (const s of sockets) s.end()
-      sockets.clear()
-      await afterCut()
-    },
-    start() {
-      server ??= listen(port)
-    },
-  }
-}
-
 test('503 while Postgres is unreachable, then back to normal without a restart', async () => {
   const created = await call('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Outage', plan: 'growth' } })
   const token = created.body.api_key.token
   expect((await call('GET', '/v1/products', { token })).status).toBe(200)
   expect((await call('GET', '/readyz')).body.postgres).toBe('ok')
 
-  await proxy.stop()
+  proxy.refuse() // connection refused, as by a stopped server
+  await afterCut()
   // the API key is known to the node, so the call gets as far as needing Postgres
   for (const [method, path, body] of [
     ['GET', '/v1/products', undefined],
@@ -140,7 +85,7 @@ test('503 while Postgres is unreachable, then back to normal without a restart',
   expect(ready.body.postgres).toBe('down')
   expect((await call('GET', '/healthz')).status).toBe(200)
 
-  proxy.start()
+  proxy.restore()
   let res = await call('GET', '/v1/products', { token })
   for (let i = 0; i < 50 && res.status !== 200; i++) {
     await Bun.sleep(100)

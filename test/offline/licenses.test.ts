@@ -78,6 +78,7 @@ describe('issuing', () => {
       device_fingerprint: fp.toLowerCase(),
       issued_at: payload.issued_at,
       expires_at,
+      entitlements: {},
     })
     expect(payloadOf(license)).toEqual(payload)
     expect(envelopeOf(license).alg).toBe('base64+ed25519')

@@ -17,11 +17,13 @@ let bKey: any
 let bActivation: string
 let bApiKey: any
 let bWebhook: any
+let bPolicy: any
 beforeAll(async () => {
   a = await h.account('growth')
   b = await h.account('growth')
   bProduct = await newProduct(h.call, b.token, 'b-product')
   bKey = await newKey(h.call, b.token, bProduct.id)
+  bPolicy = (await h.call('POST', '/v1/policies', { token: b.token, body: { product_id: bProduct.id, name: 'b-policy' } })).body
   bActivation = await insertActivation(h, bKey, b.id, { fingerprint: FP })
   bApiKey = (await h.call('POST', '/v1/api-keys', { token: b.token, body: { name: 'b-key', scope: 'keys:read' } })).body
   // subscribed to an event these tests never cause, so no delivery is attempted
@@ -37,6 +39,12 @@ describe("another account's ids are 404 on every :id route", () => {
     ['GET', () => `/v1/keys/${bKey.id}`],
     ['POST', () => `/v1/keys/${bKey.id}/revoke`, { reason: 'hijack' }],
     ['POST', () => `/v1/keys/${bKey.id}/extend`, { expires_at: new Date(Date.now() + 90 * 86_400_000).toISOString() }],
+    ['POST', () => `/v1/keys/${bKey.id}/suspend`, { reason: 'hijack' }],
+    ['POST', () => `/v1/keys/${bKey.id}/reinstate`],
+    ['POST', () => `/v1/keys/${bKey.id}/reissue`],
+    ['GET', () => `/v1/policies/${bPolicy.id}`],
+    ['PATCH', () => `/v1/policies/${bPolicy.id}`, { name: 'hijacked' }],
+    ['DELETE', () => `/v1/policies/${bPolicy.id}`],
     ['DELETE', () => `/v1/keys/${bKey.id}/activations/${bActivation}`],
     ['POST', () => `/v1/keys/${bKey.id}/offline-licenses`, { device_fingerprint: 'ef'.repeat(32) }],
     ['POST', () => `/v1/api-keys/${bApiKey.id}/rotate`],
@@ -52,6 +60,7 @@ describe("another account's ids are 404 on every :id route", () => {
     expect(bKey.id).toMatch(/^key_/)
     expect(bApiKey.id).toMatch(/^ak_/)
     expect(bWebhook?.id).toMatch(/^wh_/)
+    expect(bPolicy?.id).toMatch(/^pol_/)
   })
 
   for (const [method, path, body] of ROUTES) {

@@ -34,12 +34,22 @@ export const MATRIX: Row[] = [
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/extend`, needs: 'keys:write', body: { expires_at: null } },
   { method: 'DELETE', path: () => `/v1/keys/${ghostId('key')}/activations/${ghostId('act')}`, needs: 'keys:write' },
 
+  { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/reissue`, needs: 'keys:write' },
+
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/revoke`, needs: 'keys:revoke', body: {} },
+  { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/suspend`, needs: 'keys:revoke', body: {} },
+  { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/reinstate`, needs: 'keys:revoke' },
 
   { method: 'GET', path: () => '/v1/products', needs: 'products:read' },
   { method: 'GET', path: () => `/v1/products/${ghostId('prod')}`, needs: 'products:read' },
 
+  { method: 'GET', path: () => '/v1/policies', needs: 'products:read' },
+  { method: 'GET', path: () => `/v1/policies/${ghostId('pol')}`, needs: 'products:read' },
+
   { method: 'POST', path: () => '/v1/products', needs: 'products:write', body: {} },
+  { method: 'POST', path: () => '/v1/policies', needs: 'products:write', body: {} },
+  { method: 'PATCH', path: () => `/v1/policies/${ghostId('pol')}`, needs: 'products:write', body: {} },
+  { method: 'DELETE', path: () => `/v1/policies/${ghostId('pol')}`, needs: 'products:write' },
   { method: 'PUT', path: () => `/v1/products/${ghostId('prod')}`, needs: 'products:write', body: {} },
   { method: 'DELETE', path: () => `/v1/products/${ghostId('prod')}`, needs: 'products:write' },
 

@@ -1,5 +1,7 @@
 // A private NATS server for tests that stop and restart NATS itself (the machine's shared server stays
 // up for everyone else). Same port across restarts, so clients reconnect to it as to a restarted server.
+import { freePort } from './ports'
+
 export interface PrivateNats {
   url: string
   /** Stops the server (SIGTERM: it closes its client connections) and waits for the exit. */
@@ -10,12 +12,6 @@ export interface PrivateNats {
 
 const BIN = process.env.NATS_SERVER_BIN ?? '/usr/sbin/nats-server'
 
-async function freePort(): Promise<number> {
-  const probe = Bun.listen({ hostname: '127.0.0.1', port: 0, socket: { data() {} } })
-  const port = probe.port
-  probe.stop(true)
-  return port
-}
 
 async function accepts(port: number): Promise<boolean> {
   try {

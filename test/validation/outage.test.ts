@@ -1,15 +1,16 @@
 // Postgres outage: the node reaches its database through a TCP proxy the test takes down and up.
 // While cut: known keys and devices keep validating from memory (even past the cache TTL), a new
-// device is 503 and nothing is half-written. Restored: everything works again without a restart.
+// device or a key never seen is 503 and nothing is half-written. Restored: everything works again without a restart.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import type { Db } from '../../src/infra/db'
 import { startNode, type Node } from '../../src/node'
 import { client, freshDatabase, newKey, newProduct, ADMIN_TOKEN, testConfig, type Client, type TestDb } from '../support/harness'
-import { activationRows, events, fingerprint, startDbProxy, until, validate, type DbProxy } from './support'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { activationRows, events, fingerprint, until, validate } from './support'
 
 const CACHE_TTL_MS = 400
-let proxy: DbProxy
+let proxy: TcpProxy
 let node: Node
 let call: Client
 let db: TestDb | null = null
@@ -46,7 +47,7 @@ beforeAll(async () => {
   if (process.env.DATABASE_URL) {
     db = await freshDatabase()
     const url = new URL(db.url!)
-    proxy = await startDbProxy(url.hostname, Number(url.port || 5432))
+    proxy = await startTcpProxy(url.hostname, Number(url.port || 5432))
     url.host = `127.0.0.1:${proxy.port}`
     node = await startNode(testConfig(env, url.toString()))
   } else {
@@ -56,7 +57,7 @@ beforeAll(async () => {
     const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 1 })
     await server.start()
     const [host, port] = server.getServerConn().split(':')
-    proxy = await startDbProxy(host, Number(port))
+    proxy = await startTcpProxy(host, Number(port))
     const viaProxy = singleSession(proxy.port)
     embedded = {
       db: viaProxy,
@@ -72,7 +73,7 @@ beforeAll(async () => {
 }, 60_000)
 
 afterAll(async () => {
-  await proxy?.up()
+  proxy?.restore()
   await node?.stop()
   await proxy?.close()
   await embedded?.close()
@@ -89,7 +90,7 @@ test('known devices validate through an outage, new ones get 503, and all recove
   expect((await validate(call, token, { key: key.key_value, device_fingerprint: known, app_version: '1.0' })).body.valid).toBe(true)
   expect((await validate(call, token, { key: unknownKey, device_fingerprint: known })).body.reason).toBe('not_found')
 
-  await proxy.down()
+  proxy.refuse() // connection refused: every query fails at once, as with an unreachable database
   // past the cache TTL, so both the caller and the key would normally be re-read
   await Bun.sleep(CACHE_TTL_MS + 100)
   for (let i = 0; i < 3; i++) {
@@ -98,6 +99,10 @@ test('known devices validate through an outage, new ones get 503, and all recove
     expect(res.body).toMatchObject({ valid: true, activations_used: 1 })
   }
   expect((await validate(call, token, { key: unknownKey, device_fingerprint: known })).body.reason).toBe('not_found')
+  // A key this node has never seen cannot be known to be unknown without Postgres: 503, not a refusal
+  // (docs/api.md, validate's statuses).
+  const neverSeen = await validate(call, token, { key: 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012', device_fingerprint: known })
+  expect([neverSeen.status, neverSeen.body.code]).toEqual([503, 'unavailable'])
   const refused = await validate(call, token, { key: key.key_value, device_fingerprint: fresh })
   expect(refused.status).toBe(503)
   expect(refused.body.code).toBe('unavailable')
@@ -108,7 +113,7 @@ test('known devices validate through an outage, new ones get 503, and all recove
   // the last-seen update is kept for later, not lost
   await expect(node.deps.validation.flush()).rejects.toBeDefined()
 
-  await proxy.up()
+  proxy.restore()
   const recovered = await until(
     () => validate(call, token, { key: key.key_value, device_fingerprint: fresh }),
     (r) => r.status === 200,

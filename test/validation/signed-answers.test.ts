@@ -1,9 +1,10 @@
-// Signed answers (API-2 §4, §13): with a Keyward-Nonce, validate (both doors) and deactivate answer with
-// Keyward-Signature over "keyward-answer/v1\n" + path + "\n" + nonce + "\n" + t + "\n" + the exact body,
-// refusals and problems included. Verified here the way an app would: node:crypto alone, with the key
-// that GET /v1/offline/public-key publishes.
+// Signed answers (API-2 §4, §13; the format: docs/api.md, "Signed answers"): with a Keyward-Nonce,
+// validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v2\n"
+// + path + "\n" + nonce + "\n" + t + "\n" + the SHA-256 of the exact request body + "\n" + the exact
+// response body, refusals and problems included. Verified here the way an app would: node:crypto alone,
+// with the key that GET /v1/offline/public-key publishes, and the bytes the app sent.
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
-import { createPublicKey, randomBytes, verify, type KeyObject } from 'node:crypto'
+import { createHash, createPublicKey, randomBytes, verify, type KeyObject } from 'node:crypto'
 import { scopedToken, useHarness } from '../support/harness'
 import { fingerprint, setup } from './support'
 
@@ -13,6 +14,8 @@ const h = useHarness() // a real socket: POST /v1/validate through the fast path
 const nonce = () => randomBytes(24).toString('base64url') // 32 characters of [A-Za-z0-9_-]
 
 interface Raw {
+  /** The request body bytes sent. */
+  sent: Uint8Array
   status: number
   headers: Headers
   bytes: Uint8Array
@@ -27,10 +30,11 @@ async function send(
   const headers: Record<string, string> = { 'content-type': 'application/json', ...opts.headers }
   if (opts.token) headers.authorization = `Bearer ${opts.token}`
   if (opts.nonce != null) headers['keyward-nonce'] = opts.nonce
-  const init = { method: 'POST', headers, body: opts.raw ?? JSON.stringify(opts.body ?? {}) }
+  const sent = new TextEncoder().encode(opts.raw ?? JSON.stringify(opts.body ?? {}))
+  const init = { method: 'POST', headers, body: sent }
   const res = opts.door === 'framework' ? await h.node.app.handle(new Request(`http://localhost${path}`, init)) : await fetch(h.node.url + path, init)
   const bytes = new Uint8Array(await res.arrayBuffer())
-  return { status: res.status, headers: res.headers, bytes, json: JSON.parse(new TextDecoder().decode(bytes)) }
+  return { sent, status: res.status, headers: res.headers, bytes, json: JSON.parse(new TextDecoder().decode(bytes)) }
 }
 
 interface Signature {
@@ -45,11 +49,14 @@ function parseSignature(header: string | null): Signature {
   return Object.fromEntries(header!.split(', ').map((part) => [part.slice(0, part.indexOf('=')), part.slice(part.indexOf('=') + 1)])) as never
 }
 
-/** What an app does: rebuild the signed bytes and check them with the published public key. */
-function verifies(key: KeyObject, path: string, n: string, t: string, body: Uint8Array, sig: string): boolean {
-  const signed = Buffer.concat([Buffer.from(`keyward-answer/v1\n${path}\n${n}\n${t}\n`, 'utf8'), body])
+/** What an app does: rebuild the signed bytes from what it sent and received, and check them with the published key. */
+function verifies(key: KeyObject, path: string, n: string, t: string, sent: Uint8Array, body: Uint8Array, sig: string): boolean {
+  const requestSha256 = createHash('sha256').update(sent).digest('hex')
+  const signed = Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${n}\n${t}\n${requestSha256}\n`, 'utf8'), body])
   return verify(null, signed, key, Buffer.from(sig, 'base64'))
 }
+
+const utf8 = (text: string) => new TextEncoder().encode(text)
 
 const published = new Map<string, Promise<{ publicKey: KeyObject; kid: string }>>()
 
@@ -74,7 +81,7 @@ async function expectSigned(res: Raw, token: string, path: string, n: string): P
   const s = parseSignature(res.headers.get('keyward-signature'))
   expect(s.alg).toBe('ed25519')
   expect(s.kid).toBe(kid)
-  expect(verifies(publicKey, path, n, s.t, res.bytes, s.sig)).toBe(true)
+  expect(verifies(publicKey, path, n, s.t, res.sent, res.bytes, s.sig)).toBe(true)
   return { ...s, publicKey }
 }
 
@@ -99,12 +106,20 @@ describe('signed validate, both doors', () => {
         expect(Number(s.t)).toBeLessThanOrEqual(Date.now())
         // Anything changed fails: the body (a forged valid:true), the nonce (a replay), the path, the time.
         const forged = new TextEncoder().encode(JSON.stringify({ ...res.json, valid: true, activation_limit: 9999 }))
-        expect(verifies(publicKey, '/v1/validate', n, s.t, forged, s.sig)).toBe(false)
-        expect(verifies(publicKey, '/v1/validate', nonce(), s.t, res.bytes, s.sig)).toBe(false)
-        expect(verifies(publicKey, '/v1/deactivate', n, s.t, res.bytes, s.sig)).toBe(false)
-        expect(verifies(publicKey, '/v1/validate', n, String(Number(s.t) + 1), res.bytes, s.sig)).toBe(false)
+        expect(verifies(publicKey, '/v1/validate', n, s.t, res.sent, forged, s.sig)).toBe(false)
+        expect(verifies(publicKey, '/v1/validate', nonce(), s.t, res.sent, res.bytes, s.sig)).toBe(false)
+        expect(verifies(publicKey, '/v1/deactivate', n, s.t, res.sent, res.bytes, s.sig)).toBe(false)
+        expect(verifies(publicKey, '/v1/validate', n, String(Number(s.t) + 1), res.sent, res.bytes, s.sig)).toBe(false)
         const oneByteMore = new Uint8Array([...res.bytes, 32])
-        expect(verifies(publicKey, '/v1/validate', n, s.t, oneByteMore, s.sig)).toBe(false)
+        expect(verifies(publicKey, '/v1/validate', n, s.t, res.sent, oneByteMore, s.sig)).toBe(false)
+        // Bound to the request: the answer does not verify for another key, another device, or any other body.
+        for (const other of [
+          { ...body, key: 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012' },
+          { ...body, device_fingerprint: fingerprint() },
+          { ...body, app_version: '9.9' },
+        ]) {
+          expect([what, verifies(publicKey, '/v1/validate', n, s.t, utf8(JSON.stringify(other)), res.bytes, s.sig)]).toEqual([what, false])
+        }
       }
       // revoked
       expect((await h.call('POST', `/v1/keys/${key.id}/revoke`, { token, body: {} })).status).toBe(200)
@@ -148,6 +163,20 @@ describe('signed validate, both doors', () => {
     }
   })
 
+  test('the digest is over the exact bytes received, on every signed route and door: same JSON spelled otherwise fails', async () => {
+    const { token, key } = await setup(h)
+    const device = fingerprint()
+    const spaced = `{ "key" : ${JSON.stringify(key.key_value)},\n  "device_fingerprint": "${device}" }`
+    for (const [path, door] of [['/v1/validate', 'socket'], ['/v1/validate', 'framework'], ['/v1/devices', 'socket'], ['/v1/deactivate', 'socket']] as const) {
+      const n = nonce()
+      const res = await send(path, { token, raw: path === '/v1/devices' ? `{ "key" : ${JSON.stringify(key.key_value)} }` : spaced, nonce: n, door })
+      expect([path, door, res.status]).toEqual([path, door, 200])
+      const { publicKey, ...s } = await expectSigned(res, token, path, n)
+      const canonical = utf8(JSON.stringify(JSON.parse(new TextDecoder().decode(res.sent))))
+      expect([path, door, verifies(publicKey, path, n, s.t, canonical, res.bytes, s.sig)]).toEqual([path, door, false])
+    }
+  })
+
   test('the framework door signs its canonical path whatever the variant (trailing slash, query)', async () => {
     const { token, key } = await setup(h)
     for (const path of ['/v1/validate/', '/v1/validate?from=app']) {
@@ -173,7 +202,9 @@ describe('signed deactivate', () => {
       expect(res.status).toBe(200)
       expect(res.json).toMatchObject(expected)
       const { publicKey, ...s } = await expectSigned(res, token, '/v1/deactivate', n)
-      expect(verifies(publicKey, '/v1/validate', n, s.t, res.bytes, s.sig)).toBe(false)
+      expect(verifies(publicKey, '/v1/validate', n, s.t, res.sent, res.bytes, s.sig)).toBe(false)
+      const otherDevice = utf8(JSON.stringify({ ...body, device_fingerprint: fingerprint() }))
+      expect(verifies(publicKey, '/v1/deactivate', n, s.t, otherDevice, res.bytes, s.sig)).toBe(false)
     }
     const n = nonce()
     const bad = await send('/v1/deactivate', { token, body: { key: key.key_value }, nonce: n })
@@ -192,7 +223,9 @@ describe('signed devices', () => {
     expect(res.status).toBe(200)
     expect(res.json.devices.map((d: { device_fingerprint: string }) => d.device_fingerprint)).toEqual([device])
     const { publicKey, ...s } = await expectSigned(res, token, '/v1/devices', n)
-    expect(verifies(publicKey, '/v1/validate', n, s.t, res.bytes, s.sig)).toBe(false)
+    expect(verifies(publicKey, '/v1/validate', n, s.t, res.sent, res.bytes, s.sig)).toBe(false)
+    const otherKey = utf8(JSON.stringify({ key: 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012' }))
+    expect(verifies(publicKey, '/v1/devices', n, s.t, otherKey, res.bytes, s.sig)).toBe(false)
     const m = nonce()
     const unknown = await send('/v1/devices', { token, body: { key: 'NOPE0-NOPE0-NOPE0-NOPE0-NOPE0' }, nonce: m })
     expect(unknown.status).toBe(404)

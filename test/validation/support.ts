@@ -29,73 +29,7 @@ export async function activationRows(sql: Sql, keyId: string) {
     from activations where key_id = ${keyId} order by activated_at, id`
 }
 
-export async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const v = await what()
-    if (ok(v) || Date.now() > deadline) return v
-    await Bun.sleep(50)
-  }
-}
-
-export interface DbProxy {
-  port: number
-  /** Stops listening and drops every connection: new connections are refused (a dead port). */
-  down(): Promise<void>
-  up(): Promise<void>
-  close(): Promise<void>
-}
-
-/**
- * A TCP forwarder to a database that can play dead. Unlike a proxy that accepts and then drops
- * connections (postgres.js keeps retrying those and its queries wait), a refused port makes every
- * query fail at once, which is what an unreachable database looks like.
- */
-export async function startDbProxy(targetHost: string, targetPort: number): Promise<DbProxy> {
-  const net = await import('node:net')
-  const sockets = new Set<import('node:net').Socket>()
-  let server: import('node:net').Server | null = null
-  const listen = (port: number) =>
-    new Promise<number>((resolve, reject) => {
-      const s = net.createServer((client) => {
-        const upstream = net.connect(targetPort, targetHost)
-        const kill = () => {
-          client.destroy()
-          upstream.destroy()
-          sockets.delete(client)
-          sockets.delete(upstream)
-        }
-        for (const sock of [client, upstream]) {
-          sockets.add(sock)
-          sock.on('error', kill)
-          sock.on('close', kill)
-        }
-        client.pipe(upstream)
-        upstream.pipe(client)
-      })
-      s.once('error', reject)
-      s.listen(port, '127.0.0.1', () => {
-        server = s
-        resolve((s.address() as import('node:net').AddressInfo).port)
-      })
-    })
-  const port = await listen(0)
-  const down = async () => {
-    const s = server
-    server = null
-    for (const sock of [...sockets]) sock.destroy()
-    sockets.clear()
-    if (s) await new Promise<void>((resolve) => s.close(() => resolve()))
-  }
-  return {
-    port,
-    down,
-    async up() {
-      if (!server) await listen(port)
-    },
-    close: down,
-  }
-}
+export { until } from '../support/wait'
 
 /** A hot-state row for the cache's own rules (an active key of acct_1 / prod_1 with 3 slots), with overrides. */
 export const keyRow = (over: Partial<KeyRow> = {}): KeyRow => ({
@@ -106,5 +40,11 @@ export const keyRow = (over: Partial<KeyRow> = {}): KeyRow => ({
   expiresAt: null,
   limit: 3,
   devices: [],
+  entitlements: {},
+  graceMs: 0,
+  keep: false,
+  policyId: null,
+  own: null,
+  oneKeyPerDevice: false,
   ...over,
 })

@@ -16,7 +16,9 @@ describe('decision order', () => {
     expect(first.status).toBe(200)
     expect(first.headers.get('content-type')).toStartWith('application/json')
     expect(first.headers.get('x-request-id')).toMatch(/^req_/)
-    expect(first.body).toEqual({ valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 2 })
+    expect(first.body).toEqual({
+      valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 2, policy_id: null, entitlements: {}, expired: false, grace_until: null,
+    })
     // case-insensitive fingerprint, key in lower case without hyphens and with whitespace
     const again = await validate(h.call, token, {
       key: `  ${key.key_value.replaceAll('-', '').toLowerCase()} `,

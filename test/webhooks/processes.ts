@@ -60,10 +60,4 @@ export async function spawnServer(env: Record<string, string | undefined>): Prom
   }
 }
 
-/** A TCP port that nothing listens on right now. */
-export function freePort(): number {
-  const probe = Bun.serve({ port: 0, hostname: '127.0.0.1', fetch: () => new Response() })
-  const port = probe.port!
-  probe.stop(true)
-  return port
-}
+export { freePort } from '../support/ports'

@@ -12,6 +12,8 @@ export interface Received {
   payload: { id: string; type: string; timestamp: string; data: any } | null
   error: string | null
   at: number
+  /** The client port it came from: one per connection, so requests sharing it shared a connection. */
+  peer: number
 }
 
 type Answer = number | ((n: number) => number | Promise<number>)
@@ -37,6 +39,7 @@ export function startReceiver(port = 0): Receiver {
     hostname: '127.0.0.1',
     async fetch(req) {
       const path = new URL(req.url).pathname
+      const peer = server.requestIP(req)?.port ?? 0
       const body = await req.text()
       const headers: Record<string, string> = {}
       req.headers.forEach((v, k) => (headers[k] = v))
@@ -51,7 +54,7 @@ export function startReceiver(port = 0): Receiver {
       } catch (err) {
         error = String(err)
       }
-      received.push({ path, n, headers, body, payload, error, at: performance.now() })
+      received.push({ path, n, headers, body, payload, error, at: performance.now(), peer })
       const answer = answers.get(path) ?? 200
       const status = typeof answer === 'number' ? answer : await answer(n)
       return new Response(status === 200 ? 'ok' : `status ${status}`, { status })

@@ -14,6 +14,7 @@ const server = Bun.serve({
     if (path === '/redirect') return new Response(null, { status: 307, headers: { location: '/target' } })
     if (path === '/slow') await Bun.sleep(1_000)
     if (path === '/huge') return new Response('E'.repeat(100_000), { status: 500 })
+    if (path === '/nul') return new Response('bad\u0000body', { status: 500 })
     return new Response('ok')
   },
 })
@@ -57,4 +58,9 @@ test('a closed port is a failed attempt without a status', async () => {
 
 test('success: 2xx, no error', async () => {
   expect(await send(url('/ok'), message, opts)).toMatchObject({ statusCode: 200, success: true, error: null })
+})
+
+test('a NUL byte in the body does not reach the error text (Postgres text cannot store it)', async () => {
+  const outcome = await send(url('/nul'), message, opts)
+  expect(outcome).toMatchObject({ statusCode: 500, success: false, error: 'HTTP 500: bad\ufffdbody' })
 })

@@ -1,6 +1,8 @@
 // A fake Keyward for the client's tests: Bun.serve answering /v1/validate, /v1/devices and
-// /v1/deactivate, signing every answer exactly as the contract says (API-2 §4) with a test Ed25519 key,
-// sending the CORS headers of §5, and able to misbehave on demand (forge, go away, 503, 429).
+// /v1/deactivate, signing every answer after authentication (errors and 5xx included) as docs/api.md
+// "Signed answers" says (v2: bound to the SHA-256 of the exact request body received) with a test
+// Ed25519 key, sending the CORS headers, and able to misbehave on demand (forge, go away, 503, 429,
+// an unsigned gateway 502, any error status).
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
 
 export type Mode =
@@ -14,6 +16,7 @@ export type Mode =
   | 'down' // 503 unavailable
   | 'error500'
   | 'rate_limited' // 429 with retry_after
+  | 'gateway502' // an unsigned 502 with an HTML body, as a proxy in front would send
 
 export interface FakeServer {
   url: string
@@ -26,6 +29,8 @@ export interface FakeServer {
   /** The answer for validate (`valid: true` by default). */
   validateAnswer: Record<string, unknown>
   retryAfter: number
+  /** When set, every authenticated request is answered with this problem (signed as `mode` says). */
+  errorAnswer: { status: number; code: string } | null
   requests: { path: string; nonce: string | null; body: any; auth: string | null }[]
   devices: { device_fingerprint: string; device_name: string | null }[]
   /** Signs an offline license (API-2 §12) with the same key. */
@@ -56,6 +61,7 @@ export function startFakeServer(): FakeServer {
     script: [],
     validateAnswer: { valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 },
     retryAfter: 1,
+    errorAnswer: null,
     requests: [],
     devices: [],
     stop: async () => server.stop(true),
@@ -67,7 +73,7 @@ export function startFakeServer(): FakeServer {
     },
   }
 
-  function answer(path: string, nonce: string | null, status: number, body: unknown, mode: Mode, problem = false): Response {
+  function respond(path: string, nonce: string | null, status: number, body: unknown, mode: Mode, request: string, problem = false): Response {
     let text = JSON.stringify(body)
     const headers: Record<string, string> = {
       ...CORS,
@@ -79,10 +85,11 @@ export function startFakeServer(): FakeServer {
       const t = mode === 'stale' ? Date.now() - 10 * 60_000 : Date.now()
       const signedPath = mode === 'wrong_path' ? '/v1/devices' : path
       const signedNonce = mode === 'wrong_nonce' ? `${nonce}x` : nonce
-      const msg = Buffer.from(`keyward-answer/v1\n${signedPath}\n${signedNonce}\n${t}\n${text}`, 'utf8')
+      const digest = createHash('sha256').update(request, 'utf8').digest('hex')
+      const msg = Buffer.from(`keyward-answer/v2\n${signedPath}\n${signedNonce}\n${t}\n${digest}\n${text}`, 'utf8')
       const sig = sign(null, msg, mode === 'wrong_key' ? other : privateKey).toString('base64')
       headers['keyward-signature'] = `alg=ed25519, kid=${kid}, t=${t}, sig=${sig}`
-      if (mode === 'changed_body') text = text.replace('"valid":false', '"valid":true').replace('"plan":"pro"', '"plan":"ultimate"')
+      if (mode === 'changed_body') text = text.replace('"valid":false', '"valid":true').replace('"plan":"pro"', '"plan":"ultimate"').replace('"detail":"fake', '"detail":"altered')
     }
     return new Response(text, { status, headers })
   }
@@ -114,22 +121,32 @@ export function startFakeServer(): FakeServer {
         })
       }
       const nonce = req.headers.get('keyward-nonce')
-      const body = await req.json().catch(() => ({}))
+      const request = await req.text()
+      let body: any = {}
+      try {
+        body = JSON.parse(request)
+      } catch {}
       state.requests.push({ path, nonce, body, auth: req.headers.get('authorization') })
       const mode = state.script.shift() ?? state.mode
-      if (nonce !== null && !/^[A-Za-z0-9_-]{16,128}$/.test(nonce)) return answer(path, null, 400, problem(400, 'invalid_request'), 'ok', true)
-      if (req.headers.get('authorization') !== 'Bearer kw_test') return answer(path, null, 401, problem(401, 'unauthorized'), 'ok', true)
-      if (mode === 'down') return answer(path, null, 503, problem(503, 'unavailable'), mode, true)
-      if (mode === 'error500') return answer(path, null, 500, problem(500, 'internal_error'), mode, true)
-      if (mode === 'rate_limited') return answer(path, nonce, 429, problem(429, 'rate_limited', { retry_after: state.retryAfter }), 'ok', true)
+      const answer = (status: number, json: unknown, m: Mode, problem = false) => respond(path, nonce, status, json, m, request, problem)
+      if (nonce !== null && !/^[A-Za-z0-9_-]{16,128}$/.test(nonce)) return respond(path, null, 400, problem(400, 'invalid_request'), 'ok', request, true)
+      if (req.headers.get('authorization') !== 'Bearer kw_test') return respond(path, null, 401, problem(401, 'unauthorized'), 'ok', request, true)
+      if (mode === 'gateway502') return new Response('<html><body>502 Bad Gateway</body></html>', { status: 502, headers: { 'content-type': 'text/html' } })
+      if (mode === 'down') return answer(503, problem(503, 'unavailable'), 'ok', true)
+      if (mode === 'error500') return answer(500, problem(500, 'internal_error'), 'ok', true)
+      if (mode === 'rate_limited') return answer(429, problem(429, 'rate_limited', { retry_after: state.retryAfter }), 'ok', true)
+      if (state.errorAnswer) {
+        const { status, code } = state.errorAnswer
+        return answer(status, problem(status, code, status === 429 ? { retry_after: state.retryAfter } : {}), mode, true)
+      }
       if (path === '/v1/validate') {
         if (state.validateAnswer.valid && !state.devices.some((d) => d.device_fingerprint === body.device_fingerprint)) {
           state.devices.push({ device_fingerprint: body.device_fingerprint, device_name: body.device_name ?? null })
         }
-        return answer(path, nonce, 200, state.validateAnswer, mode)
+        return answer(200, state.validateAnswer, mode)
       }
       if (path === '/v1/devices') {
-        return answer(path, nonce, 200, {
+        return answer(200, {
           status: 'active',
           activation_limit: 3,
           activations_used: state.devices.length,
@@ -141,9 +158,9 @@ export function startFakeServer(): FakeServer {
       if (path === '/v1/deactivate') {
         const before = state.devices.length
         state.devices = state.devices.filter((d) => d.device_fingerprint !== body.device_fingerprint)
-        return answer(path, nonce, 200, { deactivated: state.devices.length < before, activations_used: state.devices.length, activation_limit: 3 }, mode)
+        return answer(200, { deactivated: state.devices.length < before, activations_used: state.devices.length, activation_limit: 3 }, mode)
       }
-      return answer(path, nonce, 404, problem(404, 'not_found'), mode, true)
+      return answer(404, problem(404, 'not_found'), mode, true)
     },
   })
   state.url = `http://127.0.0.1:${server.port}`

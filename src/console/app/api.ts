@@ -1,17 +1,17 @@
 // The console's only door to the node: the public REST API, with the token of the signed-in session.
 // The token lives in sessionStorage (gone when the tab closes), never in a URL or a cookie.
+// The shapes of the API's answers are the server's own models, imported as types only (nothing of the
+// server is bundled): see the pages' `import type … from '../../../modules/…/model'`.
+import type { Problem as ProblemDocument } from '../../http/schema'
 
-export interface FieldError {
-  field: string
-  message: string
-}
-export interface Problem {
-  status: number
-  code: string
-  title?: string
-  detail: string
-  errors?: FieldError[]
-}
+type ProblemFields = typeof ProblemDocument.static
+export type FieldError = NonNullable<ProblemFields['errors']>[number]
+/**
+ * A problem document as the console reads it: the API's (RFC 9457), or one the console makes itself
+ * (network down, a field it checks before asking), which has no type, title or request id.
+ */
+export type Problem = Pick<ProblemFields, 'status' | 'code' | 'detail'> &
+  Partial<Pick<ProblemFields, 'type' | 'title' | 'request_id' | 'errors' | 'retry_after'>>
 
 export class ApiError extends Error {
   constructor(readonly problem: Problem) {
@@ -56,7 +56,38 @@ async function toProblem(res: Response): Promise<Problem> {
   return { status: res.status, code: 'http_' + res.status, detail: `The server answered ${res.status} ${res.statusText}` }
 }
 
-export async function request<T>(method: string, path: string, body?: unknown, token?: string): Promise<T> {
+declare const apiPathBrand: unique symbol
+/** A path on the node, built by `apiPath` (a page cannot hand a plain string to `request`). */
+export type ApiPath = string & { readonly [apiPathBrand]: true }
+
+/**
+ * An API path whose interpolated values are each one encoded path segment:
+ * `apiPath\`/v1/keys/${id}/revoke\``. A value that would still be read as something else than a
+ * segment (empty, `.` or `..`, which URL parsing resolves away) is refused, not sent.
+ */
+export function apiPath(parts: TemplateStringsArray, ...segments: string[]): ApiPath {
+  let out = parts[0]!
+  segments.forEach((segment, i) => {
+    if (segment === '' || segment === '.' || segment === '..') throw new Error(`not a path segment: "${segment}"`)
+    out += encodeURIComponent(segment) + parts[i + 1]!
+  })
+  return out as ApiPath
+}
+
+type Params = Record<string, string | number | undefined | null>
+
+/** Query string from the defined values only (`?a=1`, or empty). */
+export function qs(params: Params) {
+  const u = new URLSearchParams()
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') u.set(k, String(v))
+  const s = u.toString()
+  return s ? `?${s}` : ''
+}
+
+/** The path with a query string of the defined values only. */
+export const withQuery = (path: ApiPath, params: Params) => (path + qs(params)) as ApiPath
+
+export async function request<T>(method: string, path: ApiPath, body?: unknown, token?: string): Promise<T> {
   const auth = token ?? loadSession()?.token
   const headers: Record<string, string> = {}
   if (auth) headers.authorization = `Bearer ${auth}`
@@ -76,19 +107,11 @@ export async function request<T>(method: string, path: string, body?: unknown, t
   return (await res.json()) as T
 }
 
-export const get = <T>(path: string) => request<T>('GET', path)
-export const post = <T>(path: string, body?: unknown) => request<T>('POST', path, body ?? {})
-export const put = <T>(path: string, body: unknown) => request<T>('PUT', path, body)
-export const patch = <T>(path: string, body: unknown) => request<T>('PATCH', path, body)
-export const del = <T>(path: string) => request<T>('DELETE', path)
-
-/** Query string from the defined values only. */
-export function qs(params: Record<string, string | number | undefined | null>) {
-  const u = new URLSearchParams()
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== '') u.set(k, String(v))
-  const s = u.toString()
-  return s ? `?${s}` : ''
-}
+export const get = <T>(path: ApiPath) => request<T>('GET', path)
+export const post = <T>(path: ApiPath, body?: unknown) => request<T>('POST', path, body ?? {})
+export const put = <T>(path: ApiPath, body: unknown) => request<T>('PUT', path, body)
+export const patch = <T>(path: ApiPath, body: unknown) => request<T>('PATCH', path, body)
+export const del = <T>(path: ApiPath) => request<T>('DELETE', path)
 
 /**
  * Which kind of token this is: an API key answers /v1/ping; the operator token is accepted by the
@@ -96,14 +119,14 @@ export function qs(params: Record<string, string | number | undefined | null>) {
  */
 export async function identify(token: string): Promise<Session> {
   try {
-    const ping = await request<{ accountId: string }>('GET', '/v1/ping', undefined, token)
+    const ping = await request<{ accountId: string }>('GET', apiPath`/v1/ping`, undefined, token)
     return { token, mode: 'account', accountId: ping.accountId }
   } catch (err) {
     if (!(err instanceof ApiError) || err.problem.status !== 401) throw err
   }
   // With no ADMIN_TOKEN configured the operator routes do not exist (404 for any token): a wrong token
   // must be refused (401) before a 404 for the real one can mean "operator".
-  const probe = '/admin/accounts/acct_console_probe'
+  const probe = apiPath`/admin/accounts/acct_console_probe`
   const enabled = await request('GET', probe, undefined, 'not-a-token').catch((e) => e instanceof ApiError && e.problem.status === 401)
   if (enabled === true) try {
     await request('GET', probe, undefined, token)

@@ -1,36 +1,14 @@
 /// <reference lib="dom" />
 /// <reference lib="dom.iterable" />
 /// <reference lib="dom.asynciterable" />
-// The console's shell: sign-in, the navigation, and a hash router (`#/keys/key_...`): the token never
-// travels in a URL, and the node serves one page for every route.
+// The console's shell: sign-in, the navigation, and a hash router (`#/keys/key_...`, its table in
+// routes.ts): the token never travels in a URL, and the node serves one page for every route.
 import { render } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
 import { loadSession, saveSession, setUnauthorizedHandler, type Problem, type Session } from './api'
 import { html } from './ui'
 import { SignIn } from './pages/signin'
-import { Overview } from './pages/overview'
-import { Products } from './pages/products'
-import { Keys } from './pages/keys'
-import { KeyPage } from './pages/key'
-import { Webhooks, WebhookPage } from './pages/webhooks'
-import { ApiKeys } from './pages/api-keys'
-import { Activity } from './pages/activity'
-import { Accounts, AccountPage } from './pages/accounts'
-
-interface NavItem {
-  hash: string
-  label: string
-}
-// One entry per page; a page added later is one more line here.
-const ACCOUNT_NAV: NavItem[] = [
-  { hash: '#/overview', label: 'Overview' },
-  { hash: '#/products', label: 'Products' },
-  { hash: '#/keys', label: 'License keys' },
-  { hash: '#/webhooks', label: 'Webhooks' },
-  { hash: '#/api-keys', label: 'API keys' },
-  { hash: '#/activity', label: 'Activity' },
-]
-const OPERATOR_NAV: NavItem[] = [{ hash: '#/accounts', label: 'Accounts' }]
+import { resolve, sectionsOf } from './routes'
 
 function useHash() {
   const [hash, setHash] = useState(location.hash)
@@ -40,30 +18,6 @@ function useHash() {
     return () => removeEventListener('hashchange', on)
   }, [])
   return hash
-}
-
-function route(session: Session, hash: string) {
-  const [path, search] = hash.replace(/^#\/?/, '').split('?')
-  const parts = path.split('/').filter(Boolean).map(decodeURIComponent)
-  const query = new URLSearchParams(search ?? '')
-  if (session.mode === 'operator') {
-    if (parts[0] === 'accounts' && parts[1]) return html`<${AccountPage} id=${parts[1]} />`
-    return html`<${Accounts} />`
-  }
-  switch (parts[0]) {
-    case 'products':
-      return html`<${Products} />`
-    case 'keys':
-      return parts[1] ? html`<${KeyPage} id=${parts[1]} />` : html`<${Keys} query=${query} />`
-    case 'webhooks':
-      return parts[1] ? html`<${WebhookPage} id=${parts[1]} />` : html`<${Webhooks} />`
-    case 'api-keys':
-      return html`<${ApiKeys} />`
-    case 'activity':
-      return html`<${Activity} query=${query} />`
-    default:
-      return html`<${Overview} />`
-  }
 }
 
 type Theme = 'auto' | 'light' | 'dark'
@@ -107,12 +61,11 @@ function App() {
         saveSession(s)
         setExpired(null)
         setSession(s)
-        location.hash = s.mode === 'operator' ? '#/accounts' : '#/overview'
+        location.hash = '#/' + sectionsOf(s.mode)[0]!.path
       }}
     />`
   }
-  const nav = session.mode === 'operator' ? OPERATOR_NAV : ACCOUNT_NAV
-  const current = '#/' + (hash.replace(/^#\/?/, '').split(/[/?]/)[0] || (session.mode === 'operator' ? 'accounts' : 'overview'))
+  const { section, view } = resolve(session.mode, hash)
   const signOut = () => {
     saveSession(null)
     setSession(null)
@@ -129,10 +82,10 @@ function App() {
     </header>
     <nav id="nav" class=${menu ? 'open' : ''} aria-label="Console">
       <ul>
-        ${nav.map((n) => html`<li><a href=${n.hash} aria-current=${current === n.hash ? 'page' : undefined}>${n.label}</a></li>`)}
+        ${sectionsOf(session.mode).map((s) => html`<li><a href=${'#/' + s.path} aria-current=${s === section ? 'page' : undefined}>${s.label}</a></li>`)}
       </ul>
     </nav>
-    <main id="main" tabindex="-1">${route(session, hash)}</main>
+    <main id="main" tabindex="-1">${view}</main>
   </div>`
 }
 

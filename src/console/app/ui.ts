@@ -4,7 +4,7 @@ import { h, type ComponentChildren } from 'preact'
 import { useCallback, useEffect, useState } from 'preact/hooks'
 import htm from 'htm'
 import { SCOPES } from '../../core/scopes'
-import { ApiError, type Problem } from './api'
+import { ApiError, type FieldError, type Problem } from './api'
 
 export const html = htm.bind(h)
 
@@ -32,6 +32,11 @@ export function useLoad<T>(fn: () => Promise<T>, deps: unknown[]): Loaded<T> {
   }, [...deps, tick])
   const reload = useCallback(() => setTick((t) => t + 1), [])
   return { ...state, reload }
+}
+
+/** Field errors found in the browser, in the API's own form, so they sit where the API's would. */
+export function invalid(errors: FieldError[]): never {
+  throw new ApiError({ status: 400, code: 'invalid_request', detail: errors.map((e) => `${e.field}: ${e.message}`).join('; '), errors })
 }
 
 export function asProblem(err: unknown): Problem {

@@ -1,5 +1,8 @@
-import { OneOf, q, t, Timestamp } from '../../http/schema'
+import { OneOf, PlainText, q, t, Timestamp } from '../../http/schema'
 import { PLANS } from '../../core/plans'
+
+/** 1..200 characters, no control characters. */
+const AccountName = PlainText(1, 200, { minLength: 1, maxLength: 200, description: 'The account\'s name: 1..200 characters, no control characters' })
 
 export const PlanName = OneOf(PLANS, { description: 'Account plan' })
 
@@ -39,13 +42,14 @@ export const AccountPage = t.Object({
   total: t.Integer(),
   has_more: t.Boolean(),
 })
+export type AccountPage = typeof AccountPage.static
 
 export const CreateAccountBody = t.Object({
-  name: t.String({ minLength: 1, maxLength: 200 }),
+  name: AccountName,
   plan: t.Optional(PlanName),
 })
 
 export const UpdateAccountBody = t.Object({
-  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  name: t.Optional(AccountName),
   plan: t.Optional(PlanName),
 })

@@ -1,6 +1,6 @@
 // Inactivity release: an active activation that has not validated for its key's
 // release_after_seconds is deactivated (reason `inactive`, event `activation.deactivated`) and its
-// slot is freed on every node. Runs beside the expiry sweeper on every node, reading Postgres only:
+// seat is freed once every node has dropped the device. Runs beside the expiry sweeper on every node, reading Postgres only:
 // the validate hot path is not involved (it learns of a release through the key invalidation, like
 // any deactivation). Exactly once with any number of nodes: see releaseInactive in repo.ts.
 //
@@ -20,8 +20,11 @@
 // that crashed loses at most one flush interval of unwritten times. With the defaults (1 s flush,
 // 1 s sweep) a due device is released within release_after_seconds + ≈3 s, and 10,000 due at once
 // within ≈ + 4 s, inside the contract's + 5 s.
-import type { Deps } from '../../deps'
+// The release itself goes through the one after-commit path of every release (service.ts,
+// `afterRelease`): the released seats stay held until every node has dropped the keys.
+import { drainBatches } from '../../infra/batches'
 import { anyInactive, releaseInactive } from './repo'
+import { afterRelease, seatHoldMs, type SeatDeps } from './service'
 
 /** Releases per transaction (and per invalidation message: at most KEYS_PER_MESSAGE keys). */
 const BATCH = 500
@@ -35,24 +38,20 @@ export function releaseGraceMs(flushIntervalMs: number): number {
 /**
  * One pass: when anything is due, every node writes its pending last-seen times (the barrier); then
  * every activation still due is released in batches (each batch one transaction with its events),
- * and the changed keys are dropped from every node's memory. Returns how many activations this call
- * released. A pass with nothing due is one index probe.
+ * and the changed keys are dropped from every node's memory before the batch's seats are free.
+ * Returns how many activations this call released. A pass with nothing due is one index probe.
  */
-export async function releaseInactiveActivations(
-  deps: Pick<Deps, 'sql' | 'bus'>,
-  opts: { graceMs: number; batch?: number },
-): Promise<number> {
+export async function releaseInactiveActivations(deps: SeatDeps, opts: { graceMs: number; batch?: number }): Promise<number> {
   if (!(await anyInactive(deps.sql, opts.graceMs))) return 0
   await deps.bus.barrier()
   const batch = opts.batch ?? BATCH
-  let total = 0
-  for (;;) {
-    const { released, keys } = await deps.sql.begin((tx) => releaseInactive(tx, opts.graceMs, batch))
-    total += released
-    // Committed: now the slot is free in Postgres; every node's hot state drops the batch's keys before
-    // the next batch, through one message and one wait (a node that misses it stops trusting its
-    // memory, as for any write).
-    if (keys.length > 0) await deps.bus.publish({ kind: 'keys', keyHashes: keys })
-    if (released < batch) return total
-  }
+  const holdMs = seatHoldMs(deps.config)
+  const { handled } = await drainBatches(batch, async () => {
+    const released = await deps.sql.begin((tx) => releaseInactive(tx, opts.graceMs, batch, holdMs))
+    // Committed: every node's hot state drops the batch's keys (one message, one wait) before the
+    // next batch, and only then are the seats free for other devices.
+    if (released.activationIds.length > 0) await afterRelease(deps, released)
+    return released.activationIds.length
+  })
+  return handled
 }

@@ -15,3 +15,5 @@ export const Activation = t.Object({
   }),
 })
 export type Activation = typeof Activation.static
+
+export const ActivationParams = t.Object({ id: t.String(), activation_id: t.String() })

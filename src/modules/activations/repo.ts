@@ -6,6 +6,14 @@ import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
 import { emit, emitMany, SYSTEM, type Actor } from '../events/outbox'
 import type { Activation } from './model'
+import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
+import { addPeriod, parsePeriod } from '../../core/durations'
+
+/** The key of the policy that `fingerprint` first activated, or null (one_key_per_device). */
+async function holderOf(tx: Tx, policyId: string, fingerprint: string): Promise<string | null> {
+  const [row] = await tx<{ key_id: string }[]>`select key_id from policy_devices where policy_id = ${policyId} and device_fingerprint = ${fingerprint}`
+  return row?.key_id ?? null
+}
 
 type ActivationRow = {
   id: string
@@ -20,6 +28,27 @@ type ActivationRow = {
   deactivation_reason: string | null
 }
 
+// Every read of an activation (select, insert and update ... returning) names these columns through
+// `activationColumns`: a column added to the model is added here once, and the check below fails the
+// typecheck until it is (the inactivity release once hand-copied its list and lost device_name).
+const COLUMNS = [
+  'id',
+  'device_fingerprint',
+  'device_name',
+  'app_version',
+  'country',
+  'status',
+  'activated_at',
+  'last_validated_at',
+  'deactivated_at',
+  'deactivation_reason',
+] as const satisfies readonly (keyof ActivationRow)[]
+const complete: Exclude<keyof ActivationRow, (typeof COLUMNS)[number]> extends never ? true : never = true
+void complete
+
+/** The activation columns, optionally qualified by a table alias (`a.id, a.device_fingerprint, …`). */
+const activationColumns = (sql: Sql | Tx, alias?: string) => sql.unsafe(COLUMNS.map((c) => (alias ? `${alias}.${c}` : c)).join(', '))
+
 const toActivation = (r: ActivationRow): Activation => ({
   id: r.id,
   device_fingerprint: r.device_fingerprint,
@@ -32,9 +61,6 @@ const toActivation = (r: ActivationRow): Activation => ({
   deactivated_at: iso(r.deactivated_at),
   deactivation_reason: r.deactivation_reason,
 })
-
-const activationColumns = (sql: Sql | Tx) => sql`id, device_fingerprint, device_name, app_version, country, status,
-  activated_at, last_validated_at, deactivated_at, deactivation_reason`
 
 /** A key's activations, oldest first (every status). */
 export async function listActivations(sql: Sql, keyId: string): Promise<Activation[]> {
@@ -55,8 +81,10 @@ export interface SlotKey {
   account_id: string
   product_id: string
   status: 'active' | 'revoked' | 'expired'
-  /** true when the stored status is active but expires_at has passed */
+  /** validate refuses it for its expiry: past expires_at + grace_seconds, and not kept (after_expiry keep) */
   expired: boolean
+  /** suspended (and not revoked): refused before expiry is looked at */
+  suspended: boolean
   activation_limit: number
   expires_at: Date | null
   plan: string | null
@@ -65,25 +93,39 @@ export interface SlotKey {
   /** holder releases allowed over the key's life (null = no cap), and made so far */
   deactivations_allowed: number | null
   deactivations_used: number
+  /** effective entitlements, grace and after_expiry, for the valid answer */
+  entitlements: Record<string, true | number | string>
+  grace_seconds: number
+  after_expiry: 'refuse' | 'keep'
+  policy_id: string | null
+  /** the policy's one_key_per_device */
+  one_key_per_device: boolean
+  /** expiry_basis first_activation, before the first activation: the duration it adds */
+  pending_duration: string | null
 }
 
 /** Locks the key row for a slot decision. null when the key is not in this account. */
 export async function lockKeyForSlot(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
-  const cond = 'id' in where ? tx`id = ${where.id}` : tx`key_hash = ${where.keyHash}`
-  const [row] = await tx<SlotKey[]>`select id, account_id, product_id, status, activation_limit, expires_at, plan, key_hash, release_after_seconds,
-      deactivations_allowed, deactivations_used, (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
-    from license_keys where ${cond} and account_id = ${accountId} for update`
+  const cond = 'id' in where ? tx`k.id = ${where.id}` : tx`k.key_hash = ${where.keyHash}`
+  // The key row only is locked (`of k`): keys of one policy never wait on each other.
+  const [row] = await tx<SlotKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
+      k.deactivations_used, ${expiryRefused(tx)} as expired, k.suspended_at is not null as suspended, ${effectiveSettings(tx)}
+    from license_keys k ${joinPolicy(tx)} where ${cond} and k.account_id = ${accountId} for update of k`
   return row ?? null
 }
 
 export type SlotResult =
   | { kind: 'existing'; activation: Activation; activeCount: number }
-  | { kind: 'created'; activation: Activation; activeCount: number }
+  /** `expirySet`: this was the key's first activation and it started the key's expiry (key.expires_at is updated) */
+  | { kind: 'created'; activation: Activation; activeCount: number; expirySet: boolean }
   | { kind: 'limit'; activeCount: number }
+  /** one_key_per_device: the device already holds (or held) another key of the policy */
+  | { kind: 'device_used' }
 
 /**
  * Gives `fingerprint` a slot of the locked `key`: its existing active activation, a new one (with the
- * activation.created event in the same transaction), or `limit` when every slot is taken.
+ * activation.created event in the same transaction), or `limit` when every slot is taken. A seat whose
+ * release is not yet in force on every node (`seat_held_until`, see releaseSlot) is still taken.
  */
 export async function claimSlot(
   tx: Tx,
@@ -98,7 +140,18 @@ export async function claimSlot(
     const [row] = await tx<ActivationRow[]>`select ${activationColumns(tx)} from activations where id = ${mine.id}`
     return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
   }
+  // one_key_per_device: refused before the limit (the contract's order); recorded only with a slot
+  const holder = key.one_key_per_device ? await holderOf(tx, key.policy_id!, device.fingerprint) : key.id
+  if (holder !== null && holder !== key.id) return { kind: 'device_used' }
+  if (holder === null) {
+    if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
+    // Two keys racing for one device: the primary key lets one insert win; the other sees its row.
+    const [won] = await tx`insert into policy_devices (policy_id, device_fingerprint, key_id)
+      values (${key.policy_id}, ${device.fingerprint}, ${key.id}) on conflict do nothing returning key_id`
+    if (!won) return { kind: 'device_used' }
+  }
   if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
+  if (active.length + (await heldSeats(tx, key.id)) >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
   const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
       app_version, country, last_validated_at, release_after_seconds)
@@ -107,19 +160,43 @@ export async function claimSlot(
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)
-  return { kind: 'created', activation, activeCount: active.length + 1 }
+  // expiry_basis first_activation: the first device anywhere starts the term, exactly once (row lock held)
+  let expirySet = false
+  if (key.pending_duration !== null) {
+    const period = parsePeriod(key.pending_duration)
+    if (typeof period !== 'string') {
+      key.expires_at = new Date(addPeriod(row.activated_at.getTime(), period))
+      await tx`update license_keys set expires_at = ${key.expires_at}, pending_duration = null, updated_at = now() where id = ${key.id}`
+      key.pending_duration = null
+      expirySet = true
+    }
+  }
+  return { kind: 'created', activation, activeCount: active.length + 1, expirySet }
 }
 
-/** Deactivates one active activation (reason `user` or `admin`) with its event; null if none was active. */
+/** Seats of a key held by releases not yet in force everywhere (the partial index of sql/023). */
+async function heldSeats(tx: Tx, keyId: string): Promise<number> {
+  const [{ n }] = await tx<{ n: number }[]>`select count(*)::int as n from activations
+    where key_id = ${keyId} and seat_held_until is not null and seat_held_until > now()`
+  return n
+}
+
+/**
+ * Deactivates one active activation (reason `user` or `admin`) with its event; null if none was active.
+ * Its seat stays held for at most `holdMs`: the releasing node frees it once the release is in force on
+ * every node (`freeSeats`), so no other device takes it while a node may still answer for the old one.
+ */
 export async function releaseSlot(
   tx: Tx,
   key: { id: string; account_id: string; product_id: string },
   which: { activationId: string } | { fingerprint: string },
   reason: 'user' | 'admin',
   actor: Actor,
+  holdMs: number,
 ): Promise<Activation | null> {
   const cond = 'activationId' in which ? tx`id = ${which.activationId}` : tx`device_fingerprint = ${which.fingerprint}`
-  const [row] = await tx<ActivationRow[]>`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason}
+  const [row] = await tx<ActivationRow[]>`update activations set status = 'deactivated', deactivated_at = now(), deactivation_reason = ${reason},
+      seat_held_until = now() + make_interval(secs => ${holdMs / 1000})
     where key_id = ${key.id} and status = 'active' and ${cond} returning ${activationColumns(tx)}`
   if (!row) return null
   const activation = toActivation(row)
@@ -146,22 +223,26 @@ export async function anyInactive(sql: Sql | Tx, graceMs: number): Promise<boole
  * caller's transaction. Rows are claimed `for update skip locked` and the update re-checks
  * status = 'active', so concurrent sweeps never release (or announce) the same activation twice; a
  * row that a last-seen flush holds is skipped and re-read by the next sweep. No key row lock is taken
- * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Returns the keys whose
- * slots changed (their hashes), for the invalidation.
+ * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Seats are held as in
+ * releaseSlot. Returns the activations released and the keys whose slots changed (their hashes), for
+ * the invalidation.
  */
-export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
+export async function releaseInactive(tx: Tx, graceMs: number, batch: number, holdMs: number) {
   const rows = await tx<(ActivationRow & { account_id: string; key_id: string; product_id: string; key_hash: string })[]>`
     with due as (
       select id from activations
       where ${dueCondition(tx, graceMs)}
       order by ${dueOrder(tx)}
       limit ${batch}
-      for update skip locked)
-    update activations a set status = 'deactivated', deactivated_at = now(), deactivation_reason = 'inactive'
-    from due, license_keys k
-    where a.id = due.id and a.status = 'active' and k.id = a.key_id
-    returning a.id, a.device_fingerprint, a.app_version, a.country, a.status, a.activated_at, a.last_validated_at,
-      a.deactivated_at, a.deactivation_reason, a.account_id, a.key_id, a.product_id, k.key_hash`
+      for update skip locked
+    ), released as (
+      update activations a set status = 'deactivated', deactivated_at = now(), deactivation_reason = 'inactive',
+        seat_held_until = now() + make_interval(secs => ${holdMs / 1000})
+      from due
+      where a.id = due.id and a.status = 'active'
+      returning a.*)
+    select ${activationColumns(tx, 'r')}, r.account_id, r.key_id, r.product_id, k.key_hash
+    from released r join license_keys k on k.id = r.key_id`
   const keyHashes = new Set<string>()
   for (const r of rows) keyHashes.add(r.key_hash)
   // one event per release, all in one statement (one per row was most of a large sweep's time)
@@ -174,7 +255,13 @@ export async function releaseInactive(tx: Tx, graceMs: number, batch: number) {
       actor: SYSTEM,
     })),
   )
-  return { released: rows.length, keys: [...keyHashes] }
+  return { activationIds: rows.map((r) => r.id), keyHashes: [...keyHashes] }
+}
+
+/** Frees the seats of released activations once their release is in force on every node. */
+export async function freeSeats(sql: Sql | Tx, activationIds: readonly string[]): Promise<void> {
+  if (activationIds.length === 0) return
+  await sql`update activations set seat_held_until = null where id = any(${activationIds as string[]}) and seat_held_until is not null`
 }
 
 /** A key's active activations, oldest first. */

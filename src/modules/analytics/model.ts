@@ -1,3 +1,5 @@
+import type { TInteger } from '@sinclair/typebox'
+import { VALIDATE_OUTCOMES, type ValidateOutcome } from '../../core/outcomes'
 import { q, t } from '../../http/schema'
 
 export const Overview = t.Object({
@@ -35,15 +37,24 @@ export const ValidationsQuery = q.Object({
   product_id: q.Optional(q.String({ description: 'Only this product (not_found and rate_limited are then 0)' })),
 })
 
-const Answers = (what: string) => t.Integer({ description: `Validate calls answered ${what} that day` })
+/** What each outcome's count means; typed by the outcomes list, so a new outcome must be described here. */
+const ANSWERED: Record<ValidateOutcome, string> = {
+  valid: 'valid: true',
+  not_found: 'reason not_found (belongs to no product)',
+  revoked: 'reason revoked',
+  suspended: 'reason suspended',
+  expired: 'reason expired',
+  entitlements_missing: 'reason entitlements_missing',
+  device_already_used: 'reason device_already_used',
+  activation_limit: 'reason activation_limit',
+  rate_limited: '429 rate_limited (belongs to no product)',
+}
+const counts = Object.fromEntries(
+  VALIDATE_OUTCOMES.map((o) => [o, t.Integer({ description: `Validate calls answered ${ANSWERED[o]} that day` })]),
+) as Record<ValidateOutcome, TInteger>
 export const ValidationsEntry = t.Object({
   date: t.String({ description: 'UTC day, YYYY-MM-DD', examples: ['2026-11-22'] }),
-  valid: Answers('valid: true'),
-  not_found: Answers('reason not_found (belongs to no product)'),
-  revoked: Answers('reason revoked'),
-  expired: Answers('reason expired'),
-  activation_limit: Answers('reason activation_limit'),
-  rate_limited: Answers('429 rate_limited (belongs to no product)'),
+  ...counts,
 })
 export const Validations = t.Array(ValidationsEntry, {
   description: 'One entry per day, oldest first, zero-filled; counted on each node and written every FLUSH_INTERVAL_MS',

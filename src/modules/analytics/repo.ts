@@ -1,6 +1,7 @@
 // Reads over the rollup tables of sql/004_analytics.sql (kept exact by triggers) plus two indexed
 // counts on license_keys for the time-dependent figures. Each call is one statement: one snapshot.
 import type { Sql } from '../../infra/db'
+import { VALIDATE_OUTCOMES } from '../../core/outcomes'
 import type { CountryEntry, TrendEntry, ValidationsEntry } from './model'
 
 // Sums are bigint, which postgres.js returns as text.
@@ -53,27 +54,25 @@ export async function trend(sql: Sql, accountId: string, days: number, productId
 
 /** Validate answers by outcome, `days` entries ending today (UTC), oldest first, zero-filled. */
 export async function validations(sql: Sql, accountId: string, days: number, productId: string | null): Promise<ValidationsEntry[]> {
+  // the outcome names are the code's own constants, plain column names (see persistValidations)
+  const sums = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `, sum(${o}) as ${o}`).join(''))
+  const picks = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `, c.${o}`).join(''))
   const rows = await sql<Record<string, string>[]>`
     with counted as (
-      select day, sum(valid) as valid, sum(not_found) as not_found, sum(revoked) as revoked, sum(expired) as expired,
-             sum(activation_limit) as activation_limit, sum(rate_limited) as rate_limited
+      select day ${sums}
       from analytics_daily_validations
       where account_id = ${accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
         ${productId === null ? sql`` : sql`and product_id = ${productId}`}
       group by day)
-    select to_char(s.day, 'YYYY-MM-DD') as date, c.valid, c.not_found, c.revoked, c.expired, c.activation_limit, c.rate_limited
+    select to_char(s.day, 'YYYY-MM-DD') as date ${picks}
     from (select analytics_utc_day(now()) - i as day from generate_series(0, ${days}::int - 1) as i) s
       left join counted c on c.day = s.day
     order by s.day`
-  return rows.map((r) => ({
-    date: r.date!,
-    valid: num(r.valid ?? null),
-    not_found: num(r.not_found ?? null),
-    revoked: num(r.revoked ?? null),
-    expired: num(r.expired ?? null),
-    activation_limit: num(r.activation_limit ?? null),
-    rate_limited: num(r.rate_limited ?? null),
-  }))
+  return rows.map((r) => {
+    const entry: Record<string, unknown> = { date: r.date! }
+    for (const o of VALIDATE_OUTCOMES) entry[o] = num(r[o] ?? null)
+    return entry as ValidationsEntry
+  })
 }
 
 export async function geography(sql: Sql, accountId: string): Promise<CountryEntry[]> {

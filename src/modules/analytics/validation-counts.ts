@@ -5,7 +5,7 @@
 // was counted and adds it to Postgres in one upsert, so every node's counts meet there, exact up to
 // one flush interval. A failed write keeps the counts for the next flush; a crash loses at most what
 // was counted since the last flush.
-import { VALIDATE_OUTCOMES, type ValidateOutcome } from '../../core/values'
+import { VALIDATE_OUTCOMES, type ValidateOutcome } from '../../core/outcomes'
 import { nextUtcMidnight, UtcDayClock } from '../../infra/counters'
 import type { Sql } from '../../infra/db'
 
@@ -130,20 +130,18 @@ function merge(rows: ValidationRow[]): ValidationRow[] {
 
 /** Adds counts in one statement; rows of accounts deleted since are skipped, not an error. */
 export async function persistValidations(sql: Sql, rows: ValidationRow[]): Promise<void> {
-  const col = (i: number) => rows.map((r) => r.counts[i]!)
-  await sql`insert into analytics_daily_validations as d
-      (account_id, day, product_id, valid, not_found, revoked, expired, activation_limit, rate_limited)
-    select u.account_id, u.day::date, u.product_id, u.valid, u.not_found, u.revoked, u.expired, u.activation_limit, u.rate_limited
-    from unnest(${rows.map((r) => r.account)}::text[], ${rows.map((r) => r.day)}::text[], ${rows.map((r) => r.product)}::text[],
-                ${col(0)}::bigint[], ${col(1)}::bigint[], ${col(2)}::bigint[], ${col(3)}::bigint[], ${col(4)}::bigint[], ${col(5)}::bigint[])
-      as u (account_id, day, product_id, valid, not_found, revoked, expired, activation_limit, rate_limited)
+  // One column per outcome, named as the outcome (sql/021 and later files add them). The names are
+  // the code's own constants (checked below), so they are written into the statement as they are.
+  if (!VALIDATE_OUTCOMES.every((o) => /^[a-z_]+$/.test(o))) throw new Error('outcome names must be plain column names')
+  const columns = sql.unsafe(VALIDATE_OUTCOMES.join(', '))
+  const fromU = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `u.${o}`).join(', '))
+  const added = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `${o} = d.${o} + excluded.${o}`).join(', '))
+  const arrays = VALIDATE_OUTCOMES.map((o) => sql`, ${rows.map((r) => r.counts[OUTCOME[o]]!)}::bigint[]`)
+  await sql`insert into analytics_daily_validations as d (account_id, day, product_id, ${columns})
+    select u.account_id, u.day::date, u.product_id, ${fromU}
+    from unnest(${rows.map((r) => r.account)}::text[], ${rows.map((r) => r.day)}::text[], ${rows.map((r) => r.product)}::text[]${arrays})
+      as u (account_id, day, product_id, ${columns})
     where exists (select 1 from accounts a where a.id = u.account_id)
     order by 1, 2, 3
-    on conflict (account_id, day, product_id) do update set
-      valid = d.valid + excluded.valid,
-      not_found = d.not_found + excluded.not_found,
-      revoked = d.revoked + excluded.revoked,
-      expired = d.expired + excluded.expired,
-      activation_limit = d.activation_limit + excluded.activation_limit,
-      rate_limited = d.rate_limited + excluded.rate_limited`
+    on conflict (account_id, day, product_id) do update set ${added}`
 }

@@ -1,4 +1,4 @@
-import { NullableTimestamp, OneOf, t, Timestamp } from '../../http/schema'
+import { NullableTimestamp, OneOf, PlainText, t, Timestamp } from '../../http/schema'
 import { SCOPES } from '../../core/scopes'
 
 export const ScopeName = OneOf(SCOPES)
@@ -17,8 +17,9 @@ export const ApiKeyWithToken = t.Composite([ApiKey, t.Object({ token: t.String({
 export type ApiKeyWithToken = typeof ApiKeyWithToken.static
 
 export const CreateApiKeyBody = t.Object({
-  name: t.String({ minLength: 1, maxLength: 200 }),
+  name: PlainText(1, 200, { minLength: 1, maxLength: 200, description: 'A label for the API key: 1..200 characters, no control characters' }),
   scope: ScopeName,
 })
 
 export const ApiKeyList = t.Object({ data: t.Array(ApiKey) })
+export type ApiKeyList = typeof ApiKeyList.static

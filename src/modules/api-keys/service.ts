@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps'
 import { isId, newApiToken, newId } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
-import type { RecordCreated } from '../../core/record-created'
+import type { RecordCreated } from '../../infra/record-created'
 import { AppError, notFound } from '../../core/errors'
 import type { ApiKeyWithToken } from './model'
 import { emit, type Actor } from '../events/outbox'

@@ -30,3 +30,4 @@ export const EventPage = t.Object({
   total: t.Integer(),
   has_more: t.Boolean(),
 })
+export type EventPage = typeof EventPage.static

@@ -8,6 +8,7 @@
 //   before parents (attempts, then finished deliveries without attempts, then events without
 //   deliveries), so no cascade ever deletes a row this job did not choose.
 // - Analytics rollups (analytics_*) and daily call counts are kept: they are small and are the history.
+import { drainBatches } from '../../infra/batches'
 import type { Sql } from '../../infra/db'
 
 const LOCK_ID = 7_202_613 // arbitrary, fixed: "keyward retention"
@@ -33,15 +34,12 @@ export async function pruneExpired(
 ): Promise<PruneResult> {
   const cutoff = new Date((opts.now ?? Date.now()) - opts.days * 86_400_000)
   const batch = opts.batch ?? BATCH
-  let budget = opts.maxBatches ?? MAX_BATCHES
+  const budget = { left: opts.maxBatches ?? MAX_BATCHES } // one bound for the whole run, over the three kinds
   const result: PruneResult = { attempts: 0, deliveries: 0, events: 0, busy: false }
   for (const kind of ['attempts', 'deliveries', 'events'] as Kind[]) {
-    while (budget-- > 0) {
-      const n = await pruneBatch(sql, kind, cutoff, batch)
-      if (n === null) return { ...result, busy: true }
-      result[kind] += n
-      if (n < batch) break
-    }
+    const { handled, stopped } = await drainBatches(batch, () => pruneBatch(sql, kind, cutoff, batch), budget)
+    result[kind] += handled
+    if (stopped) return { ...result, busy: true }
   }
   return result
 }

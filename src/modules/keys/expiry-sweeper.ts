@@ -5,6 +5,7 @@
 //
 // No invalidation is published: every answer already treats a key past expires_at as expired (the
 // hot state compares expires_at itself), so the flip changes no answer anywhere.
+import { drainBatches } from '../../infra/batches'
 import type { Sql } from '../../infra/db'
 import { emit, SYSTEM } from '../events/outbox'
 import { findKeysByIds } from './repo'
@@ -13,9 +14,8 @@ const BATCH = 500
 
 /** One pass: sweeps every due key in batches; returns how many keys this call expired. */
 export async function sweepExpiredKeys(sql: Sql, batch = BATCH): Promise<number> {
-  let total = 0
-  for (;;) {
-    const n = await sql.begin(async (tx) => {
+  const { handled } = await drainBatches(batch, () =>
+    sql.begin(async (tx) => {
       const flipped = await tx<{ id: string }[]>`with due as (
           select id from license_keys where status = 'active' and expires_at <= now()
           order by expires_at limit ${batch} for update skip locked)
@@ -27,8 +27,7 @@ export async function sweepExpiredKeys(sql: Sql, batch = BATCH): Promise<number>
         await emit(tx, accountId, 'key.expired', key, SYSTEM)
       }
       return flipped.length
-    })
-    total += n
-    if (n < batch) return total
-  }
+    }),
+  )
+  return handled
 }

@@ -1,6 +1,7 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
+import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { Key, KeyStatus } from './model'
 
 type Row = {
@@ -14,11 +15,41 @@ type Row = {
   created_at: Date
   revoked_at: Date | null
   revoke_reason: string | null
+  suspended_at: Date | null
+  suspend_reason: string | null
+  suspended_until: Date | null
   metadata: Record<string, unknown>
   key_prefix: string
   release_after_seconds: number | null
   deactivations_allowed: number | null
   deactivations_used: number
+  entitlements: Record<string, true | number | string>
+  grace_seconds: number
+  after_expiry: 'refuse' | 'keep'
+  policy_id: string | null
+  expiry_pending: boolean
+  own_fields: string[]
+  own_plan: string | null
+  own_activation_limit: number
+  own_release_after_seconds: number | null
+  own_deactivations_allowed: number | null
+  own_grace_seconds: number | null
+  own_after_expiry: 'refuse' | 'keep' | null
+  own_entitlements: Record<string, true | number | string | null>
+}
+
+/** What a key with a policy sets itself (`{}` for a key without one: every value is its own). */
+function overridesOf(r: Row): Record<string, unknown> {
+  if (r.policy_id === null) return {}
+  const o: Record<string, unknown> = {}
+  if (r.own_fields.includes('plan')) o.plan = r.own_plan
+  if (r.own_fields.includes('activation_limit')) o.activation_limit = r.own_activation_limit
+  if (r.own_fields.includes('release_after_seconds')) o.release_after_seconds = r.own_release_after_seconds
+  if (r.own_fields.includes('deactivations_allowed')) o.deactivations_allowed = r.own_deactivations_allowed
+  if (r.own_grace_seconds !== null) o.grace_seconds = r.own_grace_seconds
+  if (r.own_after_expiry !== null) o.after_expiry = r.own_after_expiry
+  if (Object.keys(r.own_entitlements).length > 0) o.entitlements = r.own_entitlements
+  return o
 }
 
 export const toKey = (r: Row): Key => ({
@@ -32,21 +63,38 @@ export const toKey = (r: Row): Key => ({
   created_at: iso(r.created_at)!,
   revoked_at: iso(r.revoked_at),
   revoke_reason: r.revoke_reason,
+  suspended_at: iso(r.suspended_at),
+  suspend_reason: r.suspend_reason,
+  suspended_until: iso(r.suspended_until),
   metadata: r.metadata,
   key_prefix: r.key_prefix,
   release_after_seconds: r.release_after_seconds,
   deactivations_allowed: r.deactivations_allowed,
   deactivations_used: r.deactivations_used,
+  entitlements: r.entitlements,
+  grace_seconds: r.grace_seconds,
+  after_expiry: r.after_expiry,
+  policy_id: r.policy_id,
+  overrides: overridesOf(r),
+  expiry_pending: r.expiry_pending,
 })
 
-/** The key columns with the effective status and the live activation count. */
+/**
+ * The key columns with the effective status, settings (its own, else its policy's) and the live
+ * activation count, plus its own values (for `overrides`). Read from `keyFrom`.
+ */
 export const keyColumns = (sql: Sql | Tx) => sql`
-  k.id, k.product_id, k.plan,
-  case when k.status = 'active' and k.expires_at <= now() then 'expired' else k.status end as status,
-  k.activation_limit,
+  k.id, k.product_id,
+  key_effective_status(k.status, k.expires_at, k.suspended_at) as status,
   (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
-  k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.metadata, k.key_prefix,
-  k.release_after_seconds, k.deactivations_allowed, k.deactivations_used`
+  k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
+  k.deactivations_used, ${effectiveSettings(sql)},
+  k.policy_id, k.pending_duration is not null as expiry_pending, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
+  k.release_after_seconds as own_release_after_seconds, k.deactivations_allowed as own_deactivations_allowed,
+  k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements`
+
+/** A key `k` with its policy `p`. */
+export const keyFrom = (sql: Sql | Tx) => sql`license_keys k ${joinPolicy(sql)}`
 
 export async function insertKey(
   tx: Tx,
@@ -63,30 +111,76 @@ export async function insertKey(
     metadata: Record<string, unknown>
     releaseAfterSeconds: number | null
     deactivationsAllowed: number | null
+    /** the key's own map (checked by checkEntitlements) */
+    entitlements: Record<string, unknown>
+    graceSeconds: number | null
+    afterExpiry: 'refuse' | 'keep' | null
+    policyId: string | null
+    /** with a policy: which of plan, activation_limit, release_after_seconds, deactivations_allowed the key sets */
+    ownFields: string[]
+    createdAt: Date
+    /** expiry_basis first_activation: the duration its first activation adds (expiresAt is then null) */
+    pendingDuration: string | null
   },
 ): Promise<Key> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata,
-      release_after_seconds, deactivations_allowed)
+      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at,
+      pending_duration)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
-            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed})`
+            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed},
+            ${tx.json(k.entitlements as JSONValue)}, ${k.graceSeconds}, ${k.afterExpiry}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
+            ${k.pendingDuration})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 
 export async function findKey(sql: Sql | Tx, accountId: string, id: string): Promise<Key | null> {
-  const [row] = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where k.id = ${id} and k.account_id = ${accountId}`
+  const [row] = await sql<Row[]>`select ${keyColumns(sql)} from ${keyFrom(sql)} where k.id = ${id} and k.account_id = ${accountId}`
   return row ? toKey(row) : null
 }
 
 /** Keys by id with their account (any account: for background jobs), in expiry order. */
 export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ accountId: string; key: Key }[]> {
-  const rows = await sql<(Row & { account_id: string })[]>`select ${keyColumns(sql)}, k.account_id from license_keys k
+  const rows = await sql<(Row & { account_id: string })[]>`select ${keyColumns(sql)}, k.account_id from ${keyFrom(sql)}
     where k.id in ${sql(ids)} order by k.expires_at, k.id`
   return rows.map((r) => ({ accountId: r.account_id, key: toKey(r) }))
 }
 
+/** What a key stores of its settings: its own values (see KeySettings). */
+export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policyId: string | null }> {
+  const [r] = await tx<
+    {
+      plan: string | null
+      activation_limit: number
+      metadata: Record<string, unknown>
+      release_after_seconds: number | null
+      deactivations_allowed: number | null
+      entitlements: Record<string, unknown>
+      grace_seconds: number | null
+      after_expiry: 'refuse' | 'keep' | null
+      own_fields: string[]
+      policy_id: string | null
+    }[]
+  >`select plan, activation_limit, metadata, release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry,
+      own_fields, policy_id
+    from license_keys where id = ${id}`
+  return {
+    plan: r!.plan,
+    activationLimit: r!.activation_limit,
+    metadata: r!.metadata,
+    releaseAfterSeconds: r!.release_after_seconds,
+    deactivationsAllowed: r!.deactivations_allowed,
+    entitlements: r!.entitlements,
+    graceSeconds: r!.grace_seconds,
+    afterExpiry: r!.after_expiry,
+    ownFields: r!.own_fields,
+    policyId: r!.policy_id,
+  }
+}
+
 export async function lockKey(tx: Tx, accountId: string, id: string) {
-  const [row] = await tx<{ status: KeyStatus; key_hash: string; expired: boolean }[]>`
-    select status, key_hash, (status = 'expired' or (status = 'active' and expires_at <= now())) as expired
+  const [row] = await tx<{ status: 'active' | 'revoked' | 'expired'; key_hash: string; expired: boolean; suspended: boolean }[]>`
+    select status, key_hash, (status = 'expired' or (status = 'active' and expires_at <= now())) as expired,
+      suspended_at is not null as suspended
     from license_keys where id = ${id} and account_id = ${accountId} for update`
   return row ?? null
 }
@@ -95,6 +189,7 @@ export interface KeyFilter {
   productId?: string
   status?: KeyStatus
   plan?: string
+  policyId?: string
   /** Matches the start of key_prefix; the route lets only [0-9A-Z] through, so LIKE needs no escaping. */
   keyPrefix?: string
   page: number
@@ -104,50 +199,75 @@ export interface KeyFilter {
 export async function listKeys(sql: Sql, accountId: string, f: KeyFilter): Promise<{ keys: Key[]; total: number }> {
   const where = sql`k.account_id = ${accountId}
     ${f.productId !== undefined ? sql`and k.product_id = ${f.productId}` : sql``}
-    ${f.plan !== undefined ? sql`and k.plan = ${f.plan}` : sql``}
+    ${f.plan !== undefined ? sql`and ${effectivePlan(sql)} = ${f.plan}` : sql``}
+    ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
     ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
-    ${
-      f.status === 'active'
-        ? sql`and k.status = 'active' and (k.expires_at is null or k.expires_at > now())`
-        : f.status === 'expired'
-          ? sql`and (k.status = 'expired' or (k.status = 'active' and k.expires_at <= now()))`
-          : f.status === 'revoked'
-            ? sql`and k.status = 'revoked'`
-            : sql``
-    }`
-  const [{ total }] = await sql<{ total: number }[]>`select count(*)::int as total from license_keys k where ${where}`
-  const rows = await sql<Row[]>`select ${keyColumns(sql)} from license_keys k where ${where}
+    ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}`
+  const [{ total }] = await sql<{ total: number }[]>`select count(*)::int as total from ${keyFrom(sql)} where ${where}`
+  const rows = await sql<Row[]>`select ${keyColumns(sql)} from ${keyFrom(sql)} where ${where}
     order by k.created_at desc, k.id desc limit ${f.pageSize} offset ${f.page * f.pageSize}`
   return { keys: rows.map(toKey), total }
 }
 
+/** Revoking ends a suspension: the key is revoked, for good, and nothing else. */
 export async function revokeKey(tx: Tx, id: string, reason: string | null): Promise<void> {
-  await tx`update license_keys set status = 'revoked', revoked_at = now(), revoke_reason = ${reason}, updated_at = now()
+  await tx`update license_keys set status = 'revoked', revoked_at = now(), revoke_reason = ${reason},
+      suspended_at = null, suspend_reason = null, suspended_until = null, updated_at = now()
     where id = ${id}`
 }
 
-export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {
-  await tx`update license_keys set expires_at = ${expiresAt}, status = 'active', updated_at = now() where id = ${id}`
+/** Suspends a locked key, or replaces the reason and end of its suspension (suspended_at stays). */
+export async function suspendKey(tx: Tx, id: string, reason: string | null, until: Date | null): Promise<void> {
+  await tx`update license_keys set suspended_at = coalesce(suspended_at, now()), suspend_reason = ${reason},
+      suspended_until = ${until}, updated_at = now()
+    where id = ${id}`
 }
 
+export async function reinstateKey(tx: Tx, id: string): Promise<void> {
+  await tx`update license_keys set suspended_at = null, suspend_reason = null, suspended_until = null, updated_at = now()
+    where id = ${id}`
+}
+
+/** A new key value for a locked key: only its hash and prefix change; devices and history stay. */
+export async function reissueKey(tx: Tx, id: string, keyHash: string, keyPrefix: string): Promise<void> {
+  await tx`update license_keys set key_hash = ${keyHash}, key_prefix = ${keyPrefix}, updated_at = now() where id = ${id}`
+}
+
+export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {
+  // an explicit expiry ends a pending one (expiry_basis first_activation)
+  await tx`update license_keys set expires_at = ${expiresAt}, pending_duration = null, status = 'active', updated_at = now() where id = ${id}`
+}
+
+/**
+ * A key's own settings as stored. Without a policy, the four columns are its values. With a policy,
+ * a column counts only when `ownFields` names it (else the policy's value applies); grace, after_expiry
+ * (null = inherited or default) and entitlements (merged over the policy's) are the key's own either way.
+ */
 export interface KeySettings {
+  ownFields: string[]
   plan: string | null
   activationLimit: number
   metadata: Record<string, unknown>
   releaseAfterSeconds: number | null
   deactivationsAllowed: number | null
+  entitlements: Record<string, unknown>
+  graceSeconds: number | null
+  afterExpiry: 'refuse' | 'keep' | null
 }
 
 /**
- * PATCH: the new settings of a locked key. Its active activations carry a copy of
- * release_after_seconds (the inactivity job's index needs it on the activation row), kept equal here.
+ * PATCH: the new settings of a locked key. Its active activations carry a copy of the effective
+ * release_after_seconds (the inactivity job's index needs it on the activation row): see copyReleaseAfter.
  */
-export async function updateSettings(tx: Tx, id: string, s: KeySettings, releaseAfterChanged: boolean): Promise<void> {
+export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
   await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activationLimit},
       metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.releaseAfterSeconds},
-      deactivations_allowed = ${s.deactivationsAllowed}, updated_at = now()
+      deactivations_allowed = ${s.deactivationsAllowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
+      grace_seconds = ${s.graceSeconds}, after_expiry = ${s.afterExpiry}, own_fields = ${s.ownFields}, updated_at = now()
     where id = ${id}`
-  if (releaseAfterChanged) {
-    await tx`update activations set release_after_seconds = ${s.releaseAfterSeconds} where key_id = ${id} and status = 'active'`
-  }
+}
+
+/** The key's active activations take its new effective release_after_seconds. */
+export async function copyReleaseAfter(tx: Tx, id: string, releaseAfterSeconds: number | null): Promise<void> {
+  await tx`update activations set release_after_seconds = ${releaseAfterSeconds} where key_id = ${id} and status = 'active'`
 }

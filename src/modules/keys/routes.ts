@@ -4,7 +4,7 @@ import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
 import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
-import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody } from './model'
+import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
 import * as service from './service'
 
 export function keyRoutes(deps: Deps) {
@@ -58,6 +58,31 @@ export function keyRoutes(deps: Deps) {
           body: ExtendBody,
           response: { 200: Key, ...withBody(), ...problems(409) },
           detail: { summary: 'Set a new expiry or make the key perpetual (emits key.extended)' },
+        })
+        .post('/:id/suspend', ({ principal, params, body }) => service.suspendKey(deps, principal, params.id, body ?? {}), {
+          auth: 'keys:revoke',
+          body: SuspendBody,
+          response: { 200: Key, ...withBody(), ...problems(409) },
+          detail: {
+            summary: 'Suspend a key, at once on every node (emits key.suspended)',
+            description:
+              'Validate answers suspended until the key is reinstated, by a call or by the system at `until`. ' +
+              'Suspending a suspended key replaces its reason and until (omitted = null). A revoked key is 409 key_revoked.',
+          },
+        })
+        .post('/:id/reinstate', ({ principal, params }) => service.reinstateKey(deps, principal, params.id), {
+          auth: 'keys:revoke',
+          response: { 200: Key, ...withBody() },
+          detail: { summary: 'End a suspension, at once on every node (emits key.reinstated; a key not suspended is returned unchanged)' },
+        })
+        .post('/:id/reissue', ({ principal, params }) => service.reissueKey(deps, principal, params.id), {
+          auth: 'keys:write',
+          response: { 200: CreatedKey, ...withBody(), ...problems(409) },
+          detail: {
+            summary: 'Give a key a new value (shown once; emits key.reissued)',
+            description:
+              'The old value answers not_found on every node before this returns; devices, offline licenses and history stay with the key. A revoked key is 409 key_revoked.',
+          },
         }),
     )
 }

@@ -1,14 +1,25 @@
 import { isDeepStrictEqual } from 'node:util'
 import type { Deps } from '../../deps'
-import type { RecordCreated } from '../../core/record-created'
+import type { RecordCreated } from '../../infra/record-created'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
+import { checkEntitlements } from '../../core/entitlements'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
 import { byApiKey, emit } from '../events/outbox'
-import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody } from './model'
+import { addPeriod, parsePeriod } from '../../core/durations'
+import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
+import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, Resettable, SuspendBody } from './model'
 import * as repo from './repo'
+
+/** A key's own entitlements as sent: every problem is a 400 field error. */
+function checkOwnEntitlements(field: string, value: unknown): Record<string, unknown> {
+  const problems = checkEntitlements(value, true)
+  if (problems.length === 0) return value as Record<string, unknown>
+  const errors = problems.map((p) => ({ field: p.code === null ? field : `${field}.${p.code}`, message: p.message }))
+  throw new AppError('invalid_request', `${errors[0]!.field} ${errors[0]!.message}`, { errors })
+}
 
 function futureInstant(field: string, text: string): Date {
   const d = parseInstant(field, text)
@@ -16,33 +27,68 @@ function futureInstant(field: string, text: string): Date {
   return d
 }
 
+/** The four settings whose column holds the key's own value only when `own_fields` names it (with a policy). */
+const COLUMN_SETTINGS = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed'] as const
+
 /**
  * Creates a key; the key value exists only in the return value (the database keeps its hash, and the
- * Idempotency-Key `record` a sealed copy of the response, in the create's transaction).
+ * Idempotency-Key `record` a sealed copy of the response, in the create's transaction). With a
+ * policy: the product is the policy's, settings not given are inherited, and without an explicit
+ * expires_at the policy's duration counts from the creation.
  */
 export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody, record?: RecordCreated): Promise<Key & { key_value: string }> {
   const expiresAt = input.expires_at ? futureInstant('body.expires_at', input.expires_at) : null
   const metadata = input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata)
+  const entitlements = input.entitlements === undefined ? {} : checkOwnEntitlements('body.entitlements', input.entitlements)
+  const policyId = input.policy_id ?? null
+  if (policyId === null && input.product_id === undefined) throw invalid('body.product_id', 'is required without policy_id')
   const keyValue = newKeyValue()
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
+  const createdAt = new Date()
   const created = await deps.sql.begin(async (tx) => {
+    let productId = input.product_id
+    // the policy's settings without its `keys` count, which would read every key of the policy per creation
+    let policy: PolicyWrite | null = null
+    if (policyId !== null) {
+      // `for share`: a concurrent policy delete (`for update`) waits for this key, then sees it.
+      const locked = isId('pol', policyId) ? await lockPolicy(tx, who.accountId, policyId, 'share') : null
+      if (!locked) throw notFound('policy', policyId)
+      if (productId !== undefined && productId !== locked.product_id) {
+        throw invalid('body.product_id', `must be the policy's product (${locked.product_id}) or omitted`)
+      }
+      productId = locked.product_id
+      policy = (await findPolicyWrite(tx, policyId))!
+    }
     // `for share` orders this against a concurrent product delete (which takes the row `for update`).
-    const [product] = isId('prod', input.product_id)
-      ? await tx`select id from products where id = ${input.product_id} and account_id = ${who.accountId} for share`
+    const [product] = isId('prod', productId!)
+      ? await tx`select id from products where id = ${productId!} and account_id = ${who.accountId} for share`
       : []
-    if (!product) throw notFound('product', input.product_id)
+    if (!product) throw notFound('product', productId!)
+    const given = COLUMN_SETTINGS.filter((f) => input[f] !== undefined)
+    const duration = policy?.duration ? parsePeriod(policy.duration) : null
+    // first_activation: no expiry until the first device, which adds the duration (activations/repo.ts)
+    const pending = expiresAt === null && policy?.duration != null && policy.expiry_basis === 'first_activation'
     const key = await repo.insertKey(tx, {
       id: newId('key'),
       accountId: who.accountId,
-      productId: input.product_id,
+      productId: productId!,
       keyHash,
       keyPrefix: keyValue.slice(0, 5),
       plan: input.plan ?? null,
-      activationLimit: input.activation_limit ?? 3,
-      expiresAt,
+      // the column needs a number; with a policy and no own limit it is not read
+      activationLimit: input.activation_limit ?? policy?.activation_limit ?? 3,
+      expiresAt:
+        expiresAt ?? (!pending && duration !== null && typeof duration !== 'string' ? new Date(addPeriod(createdAt.getTime(), duration)) : null),
       metadata,
       releaseAfterSeconds: input.release_after_seconds ?? null,
       deactivationsAllowed: input.deactivations_allowed ?? null,
+      entitlements,
+      graceSeconds: input.grace_seconds ?? null,
+      afterExpiry: input.after_expiry ?? null,
+      policyId,
+      ownFields: policyId === null ? [] : given,
+      createdAt,
+      pendingDuration: pending ? policy!.duration : null,
     })
     await emit(tx, who.accountId, 'key.created', key, byApiKey(who))
     const created = { ...key, key_value: keyValue }
@@ -62,7 +108,7 @@ export async function getKey(deps: Deps, who: Principal, id: string) {
 export async function listKeys(
   deps: Deps,
   who: Principal,
-  query: { product_id?: string; status?: KeyStatus; plan?: string; key_prefix?: string; page?: number; page_size?: number },
+  query: { product_id?: string; policy_id?: string; status?: KeyStatus; plan?: string; key_prefix?: string; page?: number; page_size?: number },
 ) {
   const page = query.page ?? 0
   const pageSize = query.page_size ?? 20
@@ -70,6 +116,7 @@ export async function listKeys(
     productId: query.product_id,
     status: query.status,
     plan: query.plan,
+    policyId: query.policy_id,
     keyPrefix: query.key_prefix,
     page,
     pageSize,
@@ -110,36 +157,113 @@ export async function extendKey(deps: Deps, who: Principal, id: string, expiresA
 
 /**
  * PATCH: new settings, effective on every node before the answer. Omitted fields keep their value;
- * `metadata` replaces the whole object. Nothing changed (e.g. `{}`) → the key as is, no event, no
- * invalidation. A revoked key takes new settings but stays revoked; a lower activation_limit releases
- * no device (new devices are refused until enough slots are free).
+ * `metadata` and `entitlements` replace the whole object; with a policy, a value given becomes an
+ * override and `reset` drops overrides (back to the policy's value; without a policy, to the default).
+ * Nothing changed (e.g. `{}`) → the key as is, no event, no invalidation. A revoked key takes new
+ * settings but stays revoked; a lower activation_limit releases no device.
  */
 export async function patchKey(deps: Deps, who: Principal, id: string, input: PatchKeyBody): Promise<Key> {
   const metadata = input.metadata === undefined ? undefined : checkMetadata('body.metadata', input.metadata)
+  const entitlements = input.entitlements === undefined ? undefined : checkOwnEntitlements('body.entitlements', input.entitlements)
+  const reset = new Set<Resettable>(input.reset ?? [])
+  for (const field of reset) if (input[field] !== undefined) throw invalid(`body.${field}`, 'cannot be set and reset in one call')
   const { key, keyHash } = await deps.sql.begin(async (tx) => {
     const locked = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
     if (!locked) throw notFound('key', id)
     const current = (await repo.findKey(tx, who.accountId, id))!
-    const next: repo.KeySettings = {
-      plan: input.plan === undefined ? current.plan : input.plan,
-      activationLimit: input.activation_limit ?? current.activation_limit,
-      metadata: metadata ?? current.metadata,
-      releaseAfterSeconds: input.release_after_seconds === undefined ? current.release_after_seconds : input.release_after_seconds,
-      deactivationsAllowed: input.deactivations_allowed === undefined ? current.deactivations_allowed : input.deactivations_allowed,
+    const own = await repo.ownSettings(tx, id)
+    const withPolicy = own.policyId !== null
+    const ownFields = new Set(own.ownFields)
+    for (const f of COLUMN_SETTINGS) {
+      if (reset.has(f)) ownFields.delete(f)
+      else if (input[f] !== undefined && withPolicy) ownFields.add(f)
     }
-    const changed =
-      next.plan !== current.plan ||
-      next.activationLimit !== current.activation_limit ||
-      next.releaseAfterSeconds !== current.release_after_seconds ||
-      next.deactivationsAllowed !== current.deactivations_allowed ||
-      !isDeepStrictEqual(next.metadata, current.metadata)
-    if (!changed) return { key: current, keyHash: null }
-    await repo.updateSettings(tx, id, next, next.releaseAfterSeconds !== current.release_after_seconds)
+    const column = <T>(f: (typeof COLUMN_SETTINGS)[number], value: T | undefined, stored: T, dflt: T): T =>
+      reset.has(f) ? dflt : value === undefined ? stored : value
+    const next: repo.KeySettings = {
+      ownFields: [...ownFields].sort(),
+      plan: column('plan', input.plan, own.plan, null),
+      activationLimit: column('activation_limit', input.activation_limit, own.activationLimit, withPolicy ? own.activationLimit : 3),
+      metadata: metadata ?? own.metadata,
+      releaseAfterSeconds: column('release_after_seconds', input.release_after_seconds, own.releaseAfterSeconds, null),
+      deactivationsAllowed: column('deactivations_allowed', input.deactivations_allowed, own.deactivationsAllowed, null),
+      entitlements: reset.has('entitlements') ? {} : (entitlements ?? own.entitlements),
+      graceSeconds: reset.has('grace_seconds') ? null : input.grace_seconds === undefined ? own.graceSeconds : input.grace_seconds,
+      afterExpiry: reset.has('after_expiry') ? null : input.after_expiry === undefined ? own.afterExpiry : input.after_expiry,
+    }
+    const { policyId: _, ...before } = own
+    const stored = { ...before, ownFields: [...own.ownFields].sort() }
+    if (isDeepStrictEqual(next, stored)) return { key: current, keyHash: null }
+    await repo.updateSettings(tx, id, next)
     const key = (await repo.findKey(tx, who.accountId, id))!
+    // the activations' copy of release_after_seconds follows the effective value
+    if (key.release_after_seconds !== current.release_after_seconds) await repo.copyReleaseAfter(tx, id, key.release_after_seconds)
     await emit(tx, who.accountId, 'key.updated', key, byApiKey(who))
     return { key, keyHash: locked.key_hash }
   })
-  // plan and activation_limit are in every node's hot state: drop it everywhere before answering
+  // the settings are in every node's hot state: drop it everywhere before answering
   if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
   return key
+}
+
+/**
+ * Suspends a key (validate answers `suspended` on every node before this returns), or replaces the
+ * reason and end of a suspension: the call states the suspension as a whole, so an omitted reason or
+ * until becomes null. One event when anything changed; a revoked key is 409.
+ */
+export async function suspendKey(deps: Deps, who: Principal, id: string, input: SuspendBody): Promise<Key> {
+  const until = input.until ? futureInstant('body.until', input.until) : null
+  const reason = input.reason ?? null
+  const { key, keyHash } = await deps.sql.begin(async (tx) => {
+    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!current) throw notFound('key', id)
+    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
+    const before = (await repo.findKey(tx, who.accountId, id))!
+    const changed =
+      !current.suspended || before.suspend_reason !== reason || before.suspended_until !== (until === null ? null : until.toISOString())
+    if (!changed) return { key: before, keyHash: null }
+    await repo.suspendKey(tx, id, reason, until)
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    await emit(tx, who.accountId, 'key.suspended', key, byApiKey(who))
+    return { key, keyHash: current.key_hash }
+  })
+  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return key
+}
+
+/** Ends a suspension at once on every node; a key that is not suspended is answered as is, no event. */
+export async function reinstateKey(deps: Deps, who: Principal, id: string): Promise<Key> {
+  const { key, keyHash } = await deps.sql.begin(async (tx) => {
+    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!current) throw notFound('key', id)
+    if (!current.suspended) return { key: (await repo.findKey(tx, who.accountId, id))!, keyHash: null }
+    await repo.reinstateKey(tx, id)
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    await emit(tx, who.accountId, 'key.reinstated', key, byApiKey(who))
+    return { key, keyHash: current.key_hash }
+  })
+  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
+  return key
+}
+
+/**
+ * A new key value for the same key (shown once): devices, offline licenses and history stay. Before
+ * this returns, every node forgets the old value (its next validate is `not_found`) and any negative
+ * entry for the new one: both hashes in one message and one wait. A revoked key is 409 (a new value
+ * for a key that can never validate would only mislead).
+ */
+export async function reissueKey(deps: Deps, who: Principal, id: string): Promise<Key & { key_value: string }> {
+  const keyValue = newKeyValue()
+  const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
+  const { key, oldHash } = await deps.sql.begin(async (tx) => {
+    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
+    if (!current) throw notFound('key', id)
+    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
+    await repo.reissueKey(tx, id, keyHash, keyValue.slice(0, 5))
+    const key = (await repo.findKey(tx, who.accountId, id))!
+    await emit(tx, who.accountId, 'key.reissued', key, byApiKey(who))
+    return { key, oldHash: current.key_hash }
+  })
+  await deps.bus.publish({ kind: 'keys', keyHashes: [oldHash, keyHash] })
+  return { ...key, key_value: keyValue }
 }

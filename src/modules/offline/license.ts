@@ -28,6 +28,8 @@ export interface LicensePayload {
   device_fingerprint: string
   issued_at: string
   expires_at: string
+  /** the key's effective entitlements when issued (absent in licenses issued before they existed) */
+  entitlements?: Record<string, true | number | string>
 }
 
 export interface GeneratedKeyPair {

@@ -32,6 +32,11 @@ export const LicensePayload = t.Object({
   device_fingerprint: t.String(),
   issued_at: Timestamp,
   expires_at: Timestamp,
+  entitlements: t.Optional(
+    t.Record(t.String(), t.Union([t.Literal(true), t.Number(), t.String()]), {
+      description: "The key's effective entitlements when the license was issued or renewed (absent in licenses issued before entitlements existed)",
+    }),
+  ),
 })
 
 export const IssuedLicense = t.Object({
@@ -46,7 +51,7 @@ export const SyncBody = t.Object({
   licenses: t.Array(t.String(), { minItems: 1, maxItems: 100, description: 'License texts; the request body may be up to 256 KiB' }),
 })
 
-export const SYNC_STATUSES = ['valid', 'revoked', 'expired', 'deactivated', 'invalid'] as const
+export const SYNC_STATUSES = ['valid', 'revoked', 'suspended', 'expired', 'deactivated', 'invalid'] as const
 export type SyncStatus = (typeof SYNC_STATUSES)[number]
 
 export const SyncResult = t.Object({

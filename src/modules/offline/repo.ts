@@ -1,4 +1,5 @@
 import type { Sql, Tx } from '../../infra/db'
+import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
 
 export interface SigningKeyRow {
   kid: string
@@ -47,21 +48,27 @@ export interface LicenseState {
   plan: string | null
   device_fingerprint: string
   ttl_seconds: number
-  key_status: 'active' | 'revoked' | 'expired'
+  key_status: 'active' | 'revoked' | 'suspended' | 'expired'
   key_expires_at: Date | null
+  /** validate would refuse the key for its expiry (past expires_at + grace, not kept) */
+  expiry_refused: boolean
+  grace_seconds: number
+  after_expiry: 'refuse' | 'keep'
+  entitlements: Record<string, true | number | string>
   /** The device's active activation of the key, if it still holds one (possibly a newer one). */
   active_activation_id: string | null
 }
 
 export async function licenseStates(sql: Sql, accountId: string, ids: string[]): Promise<LicenseState[]> {
   if (ids.length === 0) return []
-  return sql<LicenseState[]>`select l.id, l.key_id, k.product_id, k.plan, l.device_fingerprint, l.ttl_seconds,
-      case when k.status = 'active' and k.expires_at <= now() then 'expired' else k.status end as key_status,
+  return sql<LicenseState[]>`select l.id, l.key_id, k.product_id, l.device_fingerprint, l.ttl_seconds, ${effectiveSettings(sql)},
+      key_effective_status(k.status, k.expires_at, k.suspended_at) as key_status,
       k.expires_at as key_expires_at,
+      ${expiryRefused(sql)} as expiry_refused,
       (select a.id from activations a
         where a.key_id = l.key_id and a.device_fingerprint = l.device_fingerprint and a.status = 'active'
         limit 1) as active_activation_id
-    from offline_licenses l join license_keys k on k.id = l.key_id
+    from offline_licenses l join license_keys k on k.id = l.key_id ${joinPolicy(sql)}
     where l.account_id = ${accountId} and l.id in ${sql(ids)}`
 }
 

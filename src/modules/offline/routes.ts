@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, CLIENT, IDEMPOTENT, problems, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
 import { IssuedLicense, IssueLicenseBody, PublicKey, SyncBody, SyncResponse } from './model'
 import * as service from './service'
@@ -18,6 +18,7 @@ export function offlineRoutes(deps: Deps, signers: Signers) {
       detail: {
         summary: "The account's Ed25519 public key, to verify offline licenses and signed answers",
         description: 'The key (same kid) of offline licenses and of Keyward-Signature on signed answers. CORS: callable from any origin.',
+        ...CLIENT,
       },
     })
     .guard({ auth: 'offline:write', response: { ...behindAuth(), ...withBody() } }, (offline) =>

@@ -3,10 +3,10 @@
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
 import { AppError, notFound } from '../../core/errors'
-import type { RecordCreated } from '../../core/record-created'
+import type { RecordCreated } from '../../infra/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
-import { claimSlot, lockKeyForSlot } from '../activations/repo'
+import { claimSeat } from '../activations/service'
 import { byApiKey } from '../events/outbox'
 import type { Principal } from '../../core/principal'
 import { parseLicense, signLicense, verifyLicense, type LicensePayload } from './license'
@@ -25,10 +25,14 @@ export async function publicKey(signers: Signers, accountId: string) {
   return { kid: s.kid, algorithm: 'ed25519' as const, public_key_pem: s.publicKeyPem, public_key: s.publicKeyRaw }
 }
 
-/** A license never outlives its key: the earlier of now + ttl and the key's own expiry. */
-function licenseExpiry(issuedAt: Date, ttlSeconds: number, keyExpiresAt: Date | null): Date {
+/**
+ * A license never outlives its key's validity: the earlier of now + ttl and the key's expiry plus its
+ * grace (a key kept after expiry, after_expiry keep, bounds it by the ttl only).
+ */
+function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expiresAt: Date | null; graceSeconds: number; keep: boolean }): Date {
   const byTtl = issuedAt.getTime() + ttlSeconds * 1000
-  return new Date(keyExpiresAt ? Math.min(byTtl, keyExpiresAt.getTime()) : byTtl)
+  if (key.expiresAt === null || key.keep) return new Date(byTtl)
+  return new Date(Math.min(byTtl, key.expiresAt.getTime() + key.graceSeconds * 1000))
 }
 
 export async function issueLicense(
@@ -44,24 +48,21 @@ export async function issueLicense(
   const ttlSeconds = input.ttl_seconds ?? DEFAULT_TTL_SECONDS
   // Loaded (or created) before the transaction: key generation has no business holding a row lock.
   const signer = await signers.get(who.accountId)
-  const { issued, keyHash, newDevice } = await deps.sql.begin(async (tx) => {
-    const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
-    if (!key) throw notFound('key', keyId)
-    if (key.status === 'revoked') throw new AppError('key_revoked', `Key ${keyId} is revoked`)
-    if (key.expired) throw new AppError('key_expired', `Key ${keyId} has expired`)
-    // Offline devices are not the caller (the vendor's backend is), so no country or app version.
-    const slot = await claimSlot(tx, key, { fingerprint, appVersion: null, country: null }, byApiKey(who))
-    if (slot.kind === 'limit') {
-      throw new AppError('activation_limit', `All ${key.activation_limit} activation slots of key ${keyId} are taken`)
-    }
+  // Offline devices are not the caller (the vendor's backend is), so no country or app version.
+  const device = { fingerprint, appVersion: null, country: null }
+  const claim = await claimSeat(deps, who.accountId, { id: keyId }, device, byApiKey(who), async (tx, key, seat) => {
     const issuedAt = new Date()
-    const expiresAt = licenseExpiry(issuedAt, ttlSeconds, key.expires_at)
+    const expiresAt = licenseExpiry(issuedAt, ttlSeconds, {
+      expiresAt: key.expires_at,
+      graceSeconds: key.grace_seconds,
+      keep: key.after_expiry === 'keep',
+    })
     const id = newId('lic')
     await repo.insertLicense(tx, {
       id,
       accountId: who.accountId,
       keyId,
-      activationId: slot.activation.id,
+      activationId: seat.activation.id,
       fingerprint,
       ttlSeconds,
       issuedAt,
@@ -77,20 +78,29 @@ export async function issueLicense(
       device_fingerprint: fingerprint,
       issued_at: iso(issuedAt)!,
       expires_at: iso(expiresAt)!,
+      entitlements: key.entitlements,
     }
     // Signed here so the Idempotency-Key `record` stores the response in this transaction (signing is CPU only).
     const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload), expires_at: payload.expires_at, payload }
-    const issued = record ? await record(tx, signed) : signed
-    return { issued, keyHash: key.key_hash, newDevice: slot.kind === 'created' ? slot.activation.id : null }
+    return record ? await record(tx, signed) : signed
   })
-  // A new device took a slot: every node's validate state learns it (as validate itself announces new
-  // devices). The activation is committed either way, so a failed broadcast is logged, not an error.
-  if (newDevice) {
-    await deps.bus
-      .publish({ kind: 'device', accountId: who.accountId, keyHash, fingerprint, activationId: newDevice })
-      .catch((err) => deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+  // A new device's seat is announced to every node by claimSeat, as validate's are.
+  switch (claim.kind) {
+    case 'not_found':
+      throw notFound('key', keyId)
+    case 'revoked':
+      throw new AppError('key_revoked', `Key ${keyId} is revoked`)
+    case 'suspended':
+      throw new AppError('key_suspended', `Key ${keyId} is suspended`)
+    case 'expired':
+      throw new AppError('key_expired', `Key ${keyId} has expired`)
+    case 'limit':
+      throw new AppError('activation_limit', `All ${claim.key.activation_limit} activation slots of key ${keyId} are taken`)
+    case 'device_used':
+      throw new AppError('device_already_used', `This device already used another key of policy ${claim.key.policy_id} (one key per device)`)
+    default:
+      return claim.extra
   }
-  return issued
 }
 
 type Checked = { id: string | null; payload: LicensePayload | null }
@@ -124,11 +134,16 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
     const state = payload ? states.get(payload.id) : undefined
     if (!state) return { id, status: 'invalid' }
     if (state.key_status === 'revoked') return { id, status: 'revoked' }
-    if (state.key_status === 'expired') return { id, status: 'expired' }
+    if (state.key_status === 'suspended') return { id, status: 'suspended' }
+    if (state.expiry_refused) return { id, status: 'expired' }
     if (!state.active_activation_id) return { id, status: 'deactivated' }
     let renewal = renewed.get(state.id)
     if (!renewal) {
-      const expiresAt = licenseExpiry(issuedAt, state.ttl_seconds, state.key_expires_at)
+      const expiresAt = licenseExpiry(issuedAt, state.ttl_seconds, {
+        expiresAt: state.key_expires_at,
+        graceSeconds: state.grace_seconds,
+        keep: state.after_expiry === 'keep',
+      })
       const next: LicensePayload = {
         v: 1,
         id: state.id,
@@ -139,6 +154,7 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
         device_fingerprint: state.device_fingerprint,
         issued_at: iso(issuedAt)!,
         expires_at: iso(expiresAt)!,
+        entitlements: state.entitlements,
       }
       renewal = { license: signLicense(signer.privateKey, signer.kid, next), activationId: state.active_activation_id, expiresAt }
       renewed.set(state.id, renewal)

@@ -1,4 +1,6 @@
-import { t, Timestamp } from '../../http/schema'
+import { PlainText, t, Timestamp } from '../../http/schema'
+
+const ProductName = PlainText(1, 200, { minLength: 1, maxLength: 200, description: 'The product\'s name: 1..200 characters, no control characters' })
 
 export const SLUG_PATTERN = '^[a-z0-9]+(-[a-z0-9]+)*$'
 
@@ -15,17 +17,18 @@ export const Product = t.Object({
 export type Product = typeof Product.static
 
 export const CreateProductBody = t.Object({
-  name: t.String({ minLength: 1, maxLength: 200 }),
+  name: ProductName,
   slug: t.String({ minLength: 1, maxLength: 64, pattern: SLUG_PATTERN }),
   description: t.Optional(t.Union([t.String({ maxLength: 2000 }), t.Null()])),
 })
 export type CreateProductBody = typeof CreateProductBody.static
 
 export const UpdateProductBody = t.Object({
-  name: t.Optional(t.String({ minLength: 1, maxLength: 200 })),
+  name: t.Optional(ProductName),
   description: t.Optional(t.Union([t.String({ maxLength: 2000 }), t.Null()])),
   slug: t.Optional(t.String({ description: 'Immutable: accepted only when equal to the current slug' })),
 })
 export type UpdateProductBody = typeof UpdateProductBody.static
 
 export const ProductList = t.Object({ data: t.Array(Product) })
+export type ProductList = typeof ProductList.static

@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps'
 import { KEYS_PER_MESSAGE } from '../../infra/bus'
-import type { RecordCreated } from '../../core/record-created'
+import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'

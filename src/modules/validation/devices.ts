@@ -1,25 +1,30 @@
 // POST /v1/devices: the key's holder sees the devices holding its slots, so an app can offer a
 // "manage devices" screen (list, then release the lost laptop with POST /v1/deactivate). Read from
 // Postgres, not from the hot state (which holds fingerprints only); not counted toward the daily quota.
+// The engine (service.ts) has already rate-limited the call and answered unknown keys from memory.
 import { AppError } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import type { Deps } from '../../deps'
-import { hashKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { listActive } from '../activations/repo'
 import { hotKeyOf } from './hot-state'
 import type { LastSeenWriter } from './last-seen'
-import type { DevicesAnswer, DevicesBody } from './model'
+import type { DevicesAnswer } from './model'
 import { findHolderKey } from './repo'
 
 const noSuchKey = () => new AppError('not_found', 'No key with this value')
 
-export async function listDevices(deps: Deps, lastSeen: LastSeenWriter, who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
-  const canonical = normalizeKeyValue(body.key)
-  if (canonical === null) throw noSuchKey()
-  const keyHash = hashKeyValue(canonical)
+/** `keyHash`: the key asked about, null when the engine already knows it is unknown here. */
+export async function listDevices(
+  deps: Deps,
+  lastSeen: LastSeenWriter,
+  who: Principal,
+  keyHash: string | null,
+  productId: string | null | undefined,
+): Promise<DevicesAnswer> {
+  if (keyHash === null) throw noSuchKey()
   const key = await findHolderKey(deps.sql, who.accountId, keyHash)
   // A product_id that is not the key's is answered like an unknown key, as on validate.
-  if (key === null || (body.product_id != null && body.product_id !== key.product_id)) throw noSuchKey()
+  if (key === null || (productId != null && productId !== key.product_id)) throw noSuchKey()
   const active = await listActive(deps.sql, key.id)
   // This node's validations not yet written (batched every FLUSH_INTERVAL_MS) show at once here;
   // another node's reach Postgres with its next batch.

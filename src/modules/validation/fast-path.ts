@@ -3,9 +3,10 @@
 // route (see the bench); this path calls the kernel's and the auth macro's own checks (http/kernel.ts,
 // http/auth.ts) in the same order, then the same engine: one implementation, two doors.
 //   nonce (400) → content-length limit → query → request id → auth (401/403) → JSON (400/413) → schema (400) → engine → answer
-// With a Keyward-Nonce the answer is signed (http/client-answers.ts): the account's key is fetched
-// right after authentication (from memory once warm), so the engine never runs for an answer that
-// could not be signed; then one Ed25519 signature over the JSON text. Without one, the only added
+// With a Keyward-Nonce the answer is signed (http/client-answers.ts; the format: docs/api.md, "Signed
+// answers"): the account's key is fetched right after authentication (from memory once warm), so the
+// engine never runs for an answer that could not be signed; the body is read as bytes, whose SHA-256
+// the signature covers; then one Ed25519 signature over the JSON text. Without one, the only added
 // work is one header lookup; CORS headers are static on the reused Headers object.
 import { TypeCompiler } from '@sinclair/typebox/compiler'
 import { ValidationError } from 'elysia'
@@ -13,10 +14,30 @@ import { invalid } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import type { Deps } from '../../deps'
 import { authorize } from '../../http/auth'
-import { CORS_HEADERS, nonceOf, SIGNATURE_HEADER, signatureOf, signed, type AnswerKey, type AnswerKeys } from '../../http/client-answers'
+import {
+  CORS_HEADERS,
+  nonceOf,
+  requestDigestOf,
+  SIGNATURE_HEADER,
+  signatureOf,
+  signed,
+  type AnswerKey,
+  type AnswerKeys,
+} from '../../http/client-answers'
 import { isDraining } from '../../http/drain'
 import { problemResponse } from '../../http/errors'
-import { BODY_LIMIT, checkDeclaredLength, checkJsonObject, checkQuery, notJson, readJson, requestIdOf, toAppError } from '../../http/kernel'
+import {
+  BODY_LIMIT,
+  checkDeclaredLength,
+  checkJsonObject,
+  checkQuery,
+  notJson,
+  parseJson,
+  readBody,
+  readJson,
+  requestIdOf,
+  toAppError,
+} from '../../http/kernel'
 import { fastRouteLatency } from '../../infra/metrics'
 import { ValidateBody } from './model'
 import type { ValidationEngine } from './service'
@@ -28,6 +49,19 @@ const JSON_HEADERS = 'application/json;charset=utf-8' // as Elysia answers every
 export type ServeHandler = (request: Request, server?: object | null) => Promise<Response>
 
 const CORS = CORS_HEADERS as Record<string, string>
+
+/**
+ * The digest of a request whose body was not read before its answer (a problem): read now, within the
+ * limit. Null when the body cannot be had: over the limit (declared, or once read) or already consumed.
+ */
+async function digestOfUnread(request: Request): Promise<string | null> {
+  if (request.bodyUsed || Number(request.headers.get('content-length') ?? 0) > BODY_LIMIT) return null
+  try {
+    return requestDigestOf(await readBody(request))
+  } catch {
+    return null
+  }
+}
 
 export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerKeys): ServeHandler {
   const { principals, log, accessLog } = deps
@@ -44,6 +78,7 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
     let response: Response
     let nonce: string | null = null
     let caller: Principal | undefined
+    let requestDigest: string | null = null // of the body bytes, when the answer is signed
     try {
       const headers = request.headers
       nonce = nonceOf(headers)
@@ -59,7 +94,11 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
         key = loading instanceof Promise ? await loading : loading
       }
       let body: unknown
-      if (length === null) body = await readJson(request)
+      if (nonce !== null) {
+        const bytes = await readBody(request)
+        requestDigest = requestDigestOf(bytes)
+        body = parseJson(bytes)
+      } else if (length === null) body = await readJson(request)
       else if (declared === 0) body = {}
       else {
         // A declared length (within the limit) lets Bun's own request.json() read it: measured ≈2 µs
@@ -76,20 +115,27 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
       }
       if (!checkBody.Check(body)) throw toAppError('VALIDATION', new ValidationError('body', checkBody, body), log, requestId)
       if (body.app_version != null && body.app_version.includes('\uFFFD')) throw invalid('body.app_version', 'must be valid UTF-8')
-      let answer = engine.validate(principal, body, headers)
+      let answer = engine.validate(principal, body, headers.get(deps.config.countryHeader))
       if (answer instanceof Promise) answer = await answer
       answerHeaders.set('x-request-id', requestId)
       if (key === null) response = Response.json(answer, answerInit)
       else {
         const text = JSON.stringify(answer)
         response = new Response(text, answerInit)
-        response.headers.set(SIGNATURE_HEADER, signatureOf(key, ROUTE, nonce!, text))
+        response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
       }
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId, CORS)
-      // Signed like every answer after the nonce check (API-2 §13); signed() leaves 401s alone and finds the
-      // caller of a 403 (or of a check that came before authentication) again.
-      if (nonce !== null) response = await signed(response, keys, principals, caller, request.headers.get('authorization'), ROUTE, nonce)
+      // Signed like every answer after the nonce check (API-2 §13) whose request body was received;
+      // signed() leaves 401s alone and finds the caller of a 403 (or of a check that came before
+      // authentication) again.
+      if (nonce !== null && response.status !== 401) {
+        requestDigest ??= await digestOfUnread(request)
+        if (requestDigest !== null) {
+          const authorization = request.headers.get('authorization')
+          response = await signed(response, { keys, principals, caller, authorization, path: ROUTE, nonce, requestDigest })
+        }
+      }
     }
     if (isDraining(server)) response.headers.set('connection', 'close') // shutting down: see http/drain.ts
     const seconds = (performance.now() - t0) / 1000

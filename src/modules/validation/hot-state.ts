@@ -14,12 +14,14 @@
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
+import { mergeEntitlements, type Entitlements, type OwnEntitlements } from '../../core/entitlements'
+import type { PolicyTerms } from './policy-cache'
 import type { Bus } from '../../infra/bus'
 import { AbsentKeys } from '../../infra/absent-keys'
 import { cacheLookupResults } from '../../infra/metrics'
 import { FRESH, ReadThroughCache } from '../../infra/read-through-cache'
 
-export type KeyStatus = 'active' | 'revoked' | 'expired'
+export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
 
 /** What Postgres says about one key (see repo.loadKeyState). */
 export interface KeyRow {
@@ -32,6 +34,30 @@ export interface KeyRow {
   limit: number
   /** fingerprints (lower-case hex) of the active activations */
   devices: string[]
+  /** the effective entitlements (one shared frozen object when none) */
+  entitlements: Entitlements
+  /** after expiresAt, valid (marked expired) this long */
+  graceMs: number
+  /** after_expiry keep: valid forever after expiry, marked expired */
+  keep: boolean
+  /**
+   * The key's policy, or null. With one, plan, limit, entitlements, graceMs and keep above are merged
+   * from `own` and the policy's terms on use (applyPolicy), so a policy edit needs no key reload.
+   */
+  policyId: string | null
+  own: OwnTerms | null
+  /** the policy's one_key_per_device: a new device is decided in Postgres even when the key looks full */
+  oneKeyPerDevice: boolean
+}
+
+/** What a key with a policy sets itself: an absent field is inherited. */
+export interface OwnTerms {
+  plan?: string | null
+  limit?: number
+  graceMs?: number
+  keep?: boolean
+  /** the key's own map: a null removes a code the policy gives */
+  entitlements: OwnEntitlements
 }
 
 export interface KeyState extends Omit<KeyRow, 'devices'> {
@@ -40,6 +66,25 @@ export interface KeyState extends Omit<KeyRow, 'devices'> {
   loadedAt: number
   /** CLOCK bit: set on a hit, cleared when eviction passes over the entry */
   used: boolean
+  /** The policy terms the effective fields were merged from (compared by identity: a reload is a new object). */
+  mergedFrom: PolicyTerms | null
+}
+
+/**
+ * Merges a key's own settings over its policy's terms into the entry's effective fields, once per
+ * loaded policy object (a policy edit drops that object on every node, so the next use merges anew).
+ */
+export function applyPolicy(state: KeyState, policy: PolicyTerms | null): KeyState {
+  if (state.own === null || state.mergedFrom === policy) return state
+  const own = state.own
+  state.plan = 'plan' in own ? own.plan! : (policy?.plan ?? null)
+  state.limit = own.limit ?? policy?.limit ?? 3
+  state.graceMs = own.graceMs ?? policy?.graceMs ?? 0
+  state.keep = own.keep ?? policy?.keep ?? false
+  state.oneKeyPerDevice = policy?.oneKeyPerDevice ?? false
+  state.entitlements = Object.keys(own.entitlements).length === 0 && policy ? policy.entitlements : Object.freeze(mergeEntitlements(policy?.entitlements ?? null, own.entitlements))
+  state.mergedFrom = policy
+  return state
 }
 
 export interface HotStateOptions {
@@ -177,6 +222,13 @@ export class HotState extends ReadThroughCache<KeyState> {
       expiresAt: row.expiresAt,
       limit: row.limit,
       devices: row.devices.length === 1 ? row.devices[0] : row.devices.length === 0 ? NO_DEVICES : row.devices,
+      entitlements: row.entitlements,
+      graceMs: row.graceMs,
+      keep: row.keep,
+      policyId: row.policyId === null ? null : this.intern(row.policyId),
+      own: row.own,
+      oneKeyPerDevice: row.oneKeyPerDevice,
+      mergedFrom: null,
       loadedAt,
       used: false,
     }

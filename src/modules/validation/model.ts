@@ -1,4 +1,5 @@
-import { NullableTimestamp, t, Timestamp } from '../../http/schema'
+import { NullableTimestamp, OneOf, PlainText, t, Timestamp } from '../../http/schema'
+import { REFUSAL_REASONS, type RefusalReason } from '../../core/outcomes'
 
 /**
  * `key` is any string of 1..256 characters: one that cannot be a key value (not 25 Crockford
@@ -11,13 +12,8 @@ const Fingerprint = t.String({
   description: '64 hex characters (e.g. a SHA-256 of hardware identifiers); case-insensitive',
 })
 
-/**
- * 1..100 Unicode code points, none a control character (C0, DEL, C1). The pattern counts a surrogate
- * pair as one code point and refuses a lone surrogate (not storable as UTF-8) and U+FFFD (what the fast
- * path's JSON reader makes of invalid UTF-8), so both doors refuse the same names without a `u` flag.
- */
-export const DeviceName = t.String({
-  pattern: '^(?:[^\\u0000-\\u001F\\u007F-\\u009F\\uD800-\\uDFFF\\uFFFD]|[\\uD800-\\uDBFF][\\uDC00-\\uDFFF]){1,100}$',
+/** 1..100 code points, no control characters (PlainText in http/schema.ts says how the pattern counts). */
+export const DeviceName = PlainText(1, 100, {
   description: "The holder's label for this device, e.g. \"Alice's MacBook\": 1..100 characters, no control characters. " +
     'Stored when the device is activated, replaced when a later validate sends a different one, kept when omitted.',
   examples: ["Alice's MacBook"],
@@ -26,13 +22,20 @@ export const DeviceName = t.String({
 export const ValidateBody = t.Object({
   key: KeyValue,
   device_fingerprint: Fingerprint,
-  app_version: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
+  app_version: t.Optional(t.Union([PlainText(0, 64, { maxLength: 64, description: 'The app\'s version, e.g. 2.4.1: at most 64 characters, no control characters' }), t.Null()])),
   product_id: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()], { description: 'When given, must be the key\'s product, else not_found' })),
   device_name: t.Optional(DeviceName),
+  require_entitlements: t.Optional(
+    t.Array(t.String({ pattern: '^[a-z0-9][a-z0-9._:-]{0,63}$' }), {
+      minItems: 1,
+      maxItems: 16,
+      description: 'Entitlement codes the app needs (1..16): any code the key lacks → valid: false, reason entitlements_missing, nothing recorded',
+    }),
+  ),
 })
 export type ValidateBody = typeof ValidateBody.static
 
-export type Reason = 'not_found' | 'revoked' | 'expired' | 'activation_limit'
+export type Reason = RefusalReason
 
 export const ValidAnswer = t.Object({
   valid: t.Literal(true),
@@ -40,10 +43,17 @@ export const ValidAnswer = t.Object({
   expires_at: t.Union([t.String({ format: 'date-time' }), t.Null()]),
   activations_used: t.Integer({ description: 'Devices holding a slot, this one included' }),
   activation_limit: t.Integer(),
+  policy_id: t.Union([t.String(), t.Null()], { description: 'The policy the key inherits from; null = none' }),
+  entitlements: t.Record(t.String(), t.Union([t.Literal(true), t.Number(), t.String()]), { description: "The key's effective entitlements ({} when none)" }),
+  expired: t.Boolean({ description: 'true only past expires_at: in grace, or kept after expiry (after_expiry keep)' }),
+  grace_until: t.Union([t.String({ format: 'date-time' }), t.Null()], {
+    description: 'When the grace after expires_at ends (expires_at + grace_seconds); null when there is none (no expiry, no grace, or kept)',
+  }),
 })
 export const InvalidAnswer = t.Object({
   valid: t.Literal(false),
-  reason: t.Union([t.Literal('not_found'), t.Literal('revoked'), t.Literal('expired'), t.Literal('activation_limit')]),
+  reason: OneOf(REFUSAL_REASONS),
+  missing: t.Optional(t.Array(t.String(), { description: 'With entitlements_missing only: the required codes the key lacks, in request order' })),
 })
 export const ValidateAnswer = t.Union([ValidAnswer, InvalidAnswer])
 export type ValidateAnswer = typeof ValidateAnswer.static
@@ -74,7 +84,9 @@ export const Device = t.Object({
 })
 
 export const DevicesAnswer = t.Object({
-  status: t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('expired')]),
+  status: t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')], {
+    description: 'Effective status: revoked > suspended > expired > active',
+  }),
   activation_limit: t.Integer(),
   activations_used: t.Integer({ description: 'Devices holding a slot now' }),
   deactivations_allowed: t.Union([t.Integer(), t.Null()], { description: 'Releases the holder may make over the key\'s life (null = no cap)' }),
@@ -83,4 +95,3 @@ export const DevicesAnswer = t.Object({
 })
 export type DevicesAnswer = typeof DevicesAnswer.static
 
-export const ActivationParams = t.Object({ id: t.String(), activation_id: t.String() })

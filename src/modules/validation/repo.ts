@@ -1,5 +1,7 @@
+import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
-import { keyHashOf, type KeyRow, type KeyStatus } from './hot-state'
+import { effectiveSettings, joinPolicy } from '../policies/repo'
+import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot-state'
 
 type StateRow = {
   account_id: string
@@ -9,15 +11,50 @@ type StateRow = {
   expires_at: Date | null
   activation_limit: number
   devices: string[]
+  entitlements: Record<string, true | number | string | null>
+  grace_seconds: number | null
+  after_expiry: 'refuse' | 'keep' | null
+  policy_id: string | null
+  own_fields: string[]
 }
+
+/** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
+export const NO_ENTITLEMENTS = Object.freeze({}) as Entitlements
 
 /** Everything validate needs about one key, in one query; null when no key has this hash. */
 export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | null> {
-  const [row] = await sql<StateRow[]>`select k.account_id, k.product_id, k.status, k.plan, k.expires_at, k.activation_limit,
+  // The status without expiry: validate judges expiry itself from expires_at, grace and keep.
+  const [row] = await sql<StateRow[]>`select k.account_id, k.product_id,
+      case when k.status = 'revoked' then 'revoked' when k.suspended_at is not null then 'suspended' else 'active' end as status,
+      k.plan, k.expires_at, k.activation_limit, k.entitlements, k.grace_seconds, k.after_expiry, k.policy_id, k.own_fields,
       coalesce((select array_agg(a.device_fingerprint) from activations a
                 where a.key_id = k.id and a.status = 'active'), '{}') as devices
     from license_keys k where k.key_hash = ${keyHash}`
   if (!row) return null
+  // With a policy: only what the key sets itself; the policy's terms are merged in on use (applyPolicy).
+  if (row.policy_id !== null) {
+    const own: OwnTerms = { entitlements: Object.freeze(row.entitlements) }
+    if (row.own_fields.includes('plan')) own.plan = row.plan
+    if (row.own_fields.includes('activation_limit')) own.limit = row.activation_limit
+    if (row.grace_seconds !== null) own.graceMs = row.grace_seconds * 1000
+    if (row.after_expiry !== null) own.keep = row.after_expiry === 'keep'
+    return {
+      accountId: row.account_id,
+      productId: row.product_id,
+      status: row.status,
+      plan: null,
+      expiresAt: row.expires_at ? row.expires_at.getTime() : null,
+      limit: 0,
+      devices: row.devices,
+      entitlements: NO_ENTITLEMENTS,
+      graceMs: 0,
+      keep: false,
+      policyId: row.policy_id,
+      own,
+      oneKeyPerDevice: false, // the policy's, merged in on use
+    }
+  }
+  const entitlements = mergeEntitlements(null, row.entitlements)
   return {
     accountId: row.account_id,
     productId: row.product_id,
@@ -26,6 +63,12 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     expiresAt: row.expires_at ? row.expires_at.getTime() : null,
     limit: row.activation_limit,
     devices: row.devices,
+    entitlements: Object.keys(entitlements).length === 0 ? NO_ENTITLEMENTS : Object.freeze(entitlements),
+    graceMs: (row.grace_seconds ?? 0) * 1000,
+    keep: row.after_expiry === 'keep',
+    policyId: null,
+    own: null,
+    oneKeyPerDevice: false,
   }
 }
 
@@ -41,9 +84,9 @@ export interface HolderKey {
 
 /** The key a holder asks about (POST /v1/devices); null when this account has no key with this hash. */
 export async function findHolderKey(sql: Sql, accountId: string, keyHash: string): Promise<HolderKey | null> {
-  const [row] = await sql<HolderKey[]>`select id, product_id, activation_limit, deactivations_allowed, deactivations_used,
-      case when status = 'active' and expires_at <= now() then 'expired' else status end as status
-    from license_keys where key_hash = ${keyHash} and account_id = ${accountId}`
+  const [row] = await sql<HolderKey[]>`select k.id, k.product_id, ${effectiveSettings(sql)}, k.deactivations_used,
+      key_effective_status(k.status, k.expires_at, k.suspended_at) as status
+    from license_keys k ${joinPolicy(sql)} where k.key_hash = ${keyHash} and k.account_id = ${accountId}`
   return row ?? null
 }
 

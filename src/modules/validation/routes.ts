@@ -3,11 +3,14 @@ import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import type { AnswerKeys } from '../../http/client-answers'
 import { behindAuth, problems, SIGNED, withBody } from '../../http/responses'
-import { Activation } from '../activations/model'
 import { fastValidate } from './fast-path'
-import { listDevices } from './devices'
-import { ActivationParams, DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, ValidateAnswer, ValidateBody } from './model'
+import { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, ValidateAnswer, ValidateBody } from './model'
 import type { ValidationEngine } from './service'
+
+/** The holder routes' rate limit, as both routes document it (docs/api.md, "Holder routes' rate limit"). */
+const HOLDER_RATE =
+  'Rate-limited per account on each node (HOLDER_RATE_PER_SECOND, default 50 a second, bursts of HOLDER_RATE_BURST, default 200, ' +
+  'shared by /v1/devices and /v1/deactivate): past it, 429 rate_limited with retry_after and Retry-After in seconds.'
 
 export function validationRoutes(deps: Deps, engine: ValidationEngine) {
   return (
@@ -15,7 +18,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
       .use(authPlugin(deps.principals))
       // A listening node answers this route through `validationServeRoutes` (same engine, no framework
       // overhead); this declaration documents it and serves app.handle() and any path variant.
-      .post('/v1/validate', ({ principal, body, request }) => engine.validate(principal, body, request.headers), {
+      .post('/v1/validate', ({ principal, body, request }) => engine.validate(principal, body, request.headers.get(deps.config.countryHeader)), {
         auth: 'validate',
         body: ValidateBody,
         response: { 200: ValidateAnswer, ...behindAuth(), ...withBody(), ...problems(429) },
@@ -32,45 +35,33 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
       .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
         auth: 'validate',
         body: DeactivateBody,
-        response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody(), ...problems(409) },
+        response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody(), ...problems(409, 429) },
         detail: {
           tags: ['Validation'],
           summary: "Release a device's slot (reason user; emits activation.deactivated)",
           description:
             'Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the ' +
             "key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no " +
-            'slot answers 200 deactivated: false, cap reached or not. With Keyward-Nonce the answer is signed ' +
+            'slot answers 200 deactivated: false, cap reached or not, and so does an unknown key. ' + HOLDER_RATE + ' With Keyward-Nonce the answer is signed ' +
             '(Keyward-Signature). CORS: callable from any origin.',
           ...SIGNED,
         },
       })
-      .post('/v1/devices', ({ principal, body }) => listDevices(deps, engine.lastSeen, principal, body), {
+      .post('/v1/devices', ({ principal, body }) => engine.devices(principal, body), {
         auth: 'validate',
         body: DevicesBody,
-        response: { 200: DevicesAnswer, ...behindAuth(), ...withBody(), ...problems(404) },
+        response: { 200: DevicesAnswer, ...behindAuth(), ...withBody(), ...problems(404, 429) },
         detail: {
           tags: ['Validation'],
           summary: "The key's active devices, oldest first, for its holder (a manage-devices screen)",
           description:
             'An unknown key of this account, or a product_id that is not the key\'s, is 404. Not counted toward the daily validate limit. ' +
+            HOLDER_RATE + ' ' +
             "A name, app version or validation time sent to another node shows once that node's batched write has run (FLUSH_INTERVAL_MS). " +
             'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
           ...SIGNED,
         },
       })
-      .delete(
-        '/v1/keys/:id/activations/:activation_id',
-        ({ principal, params }) => engine.removeActivation(principal, params.id, params.activation_id),
-        {
-          auth: 'keys:write',
-          params: ActivationParams,
-          response: { 200: Activation, ...behindAuth(), ...problems(404) },
-          detail: {
-            tags: ['License keys'],
-            summary: 'Deactivate one activation (reason admin), freeing the slot at once on every node',
-          },
-        },
-      )
   )
 }
 

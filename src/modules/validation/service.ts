@@ -1,30 +1,26 @@
-// The validation engine: the contract's decision order over the hot state, new devices in one short
-// locking transaction, deactivation by the device or the admin. Refusals are answers (values);
-// exceptions are for failed requests (429, 404 on admin routes, 503 when Postgres is needed and down).
+// The validation engine: the contract's decision order over the hot state; the holder's routes
+// (deactivate, devices) answered from it when the key is unknown. Seat changes themselves (a new
+// device's claim, a holder's release) are the activations module's (modules/activations/service.ts):
+// this engine decides the answer and calls it. Refusals are answers (values); exceptions are for
+// failed requests (429, 503 when Postgres is needed and down).
 import type { Deps } from '../../deps'
-import { AppError, notFound } from '../../core/errors'
+import { AppError } from '../../core/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
-import { hashKeyValue, isId, normalizeKeyValue } from '../../infra/crypto'
+import { hashKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
+import { TokenBuckets } from '../../infra/token-buckets'
 import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
-import { byApiKey, DEVICE } from '../events/outbox'
+import { DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
-import type { Activation } from '../activations/model'
-import {
-  claimSlot,
-  countActive,
-  countUserRelease,
-  findActivation,
-  isActiveDevice,
-  lockKeyForSlot,
-  mayReleaseAsUser,
-  releaseSlot,
-} from '../activations/repo'
-import { deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyState } from './hot-state'
+import { missingEntitlements, type Entitlements } from '../../core/entitlements'
+import { claimSeat, releaseByHolder } from '../activations/service'
+import { listDevices } from './devices'
+import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyState } from './hot-state'
+import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
-import type { DeactivateAnswer, DeactivateBody, Reason, ValidateAnswer, ValidateBody } from './model'
+import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
 
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
@@ -34,7 +30,11 @@ const KNOWN_KEY_VALUES = 65_536
 const REFUSED: Record<Reason, ValidateAnswer> = {
   not_found: Object.freeze({ valid: false, reason: 'not_found' }),
   revoked: Object.freeze({ valid: false, reason: 'revoked' }),
+  suspended: Object.freeze({ valid: false, reason: 'suspended' }),
   expired: Object.freeze({ valid: false, reason: 'expired' }),
+  device_already_used: Object.freeze({ valid: false, reason: 'device_already_used' }),
+  // never answered from here: its answer names the missing codes (see `lacking`)
+  entitlements_missing: Object.freeze({ valid: false, reason: 'entitlements_missing', missing: [] }),
   activation_limit: Object.freeze({ valid: false, reason: 'activation_limit' }),
 }
 
@@ -45,34 +45,61 @@ function rateLimited(limit: number | null): AppError {
   })
 }
 
-function refuse(reason: Reason): ValidateAnswer {
+/** The node's metric for a refusal, and its frozen answer (the analytics are `recordRefusal`'s). */
+function countedRefusal(reason: Reason): ValidateAnswer {
   validateOutcomes[reason].inc()
   return REFUSED[reason]
 }
 
-function valid(plan: string | null, expiresAt: number | null, used: number, limit: number): ValidateAnswer {
+/** What a valid answer says about expiry and what the key unlocks. */
+interface Terms {
+  policyId: string | null
+  plan: string | null
+  expiresAt: number | null
+  limit: number
+  entitlements: Entitlements
+  graceMs: number
+  keep: boolean
+}
+
+/** Whether validate refuses the key for its expiry at `now`: past expires_at + grace, and not kept. */
+const expiryRefused = (t: Terms, now: number) => t.expiresAt !== null && !t.keep && t.expiresAt + t.graceMs <= now
+
+function valid(t: Terms, used: number, now: number): ValidateAnswer {
   validateOutcomes.valid.inc()
+  const { expiresAt } = t
   return {
     valid: true,
-    plan,
+    plan: t.plan,
     expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
     activations_used: used,
-    activation_limit: limit,
+    activation_limit: t.limit,
+    policy_id: t.policyId,
+    entitlements: t.entitlements,
+    expired: expiresAt !== null && expiresAt <= now,
+    grace_until: expiresAt === null || t.keep || t.graceMs === 0 ? null : new Date(expiresAt + t.graceMs).toISOString(),
   }
 }
 
-/** The request's country header when it is two letters (upper-cased); anything else is not recorded. */
+/**
+ * The country a door read from the request's country header (COUNTRY_HEADER), when it is two letters
+ * (upper-cased); anything else is not recorded. Only a new device's activation stores it.
+ */
 function countryOf(value: string | null): string | null {
   return value !== null && /^[A-Za-z]{2}$/.test(value) ? value.toUpperCase() : null
 }
 
 export class ValidationEngine {
   readonly hot: HotState
+  /** Policies by id, beside the hot keys (policy-cache.ts). */
+  readonly policies: PolicyCache
   readonly lastSeen: LastSeenWriter
   /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
   readonly outcomes: ValidationCounts
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
+  /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
+  private holderCalls: TokenBuckets
 
   constructor(private deps: Deps) {
     const { config, sql, bus } = deps
@@ -87,14 +114,27 @@ export class ValidationEngine {
       },
       bus,
     )
+    this.policies = new PolicyCache(
+      sql,
+      { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, trusted: (now) => bus.trusted(now) },
+      bus,
+    )
     this.lastSeen = new LastSeenWriter(sql)
     this.outcomes = new ValidationCounts(sql)
+    this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
   }
 
-  /** A refusal, counted for the analytics (`productId` NO_PRODUCT when it belongs to none). */
-  private refused(accountId: string, productId: string, reason: Reason, now: number): ValidateAnswer {
+  /** A refusal, recorded for the analytics (`productId` NO_PRODUCT when it belongs to none) and the metric. */
+  private recordRefusal(accountId: string, productId: string, reason: Reason, now: number): ValidateAnswer {
     this.outcomes.record(accountId, productId, OUTCOME[reason], now)
-    return refuse(reason)
+    return countedRefusal(reason)
+  }
+
+  /** entitlements_missing: a refusal that names the codes, so it is built per answer. */
+  private lacking(accountId: string, productId: string, missing: string[], now: number): ValidateAnswer {
+    this.outcomes.record(accountId, productId, OUTCOME.entitlements_missing, now)
+    validateOutcomes.entitlements_missing.inc()
+    return { valid: false, reason: 'entitlements_missing', missing }
   }
 
   private limited(accountId: string, limit: number | null, now: number): AppError {
@@ -103,62 +143,82 @@ export class ValidationEngine {
   }
 
   /**
-   * POST /v1/validate after authentication and body validation; `headers` supply the country.
+   * POST /v1/validate after authentication and body validation; `country`: the raw value of the
+   * request's country header, read by the door (null when absent).
    * Synchronous (no promise) when the quota answers from memory and the key is in the hot state:
    * the common case does no I/O and waits for nothing. One clock reading serves quota, expiry and last-seen.
    */
-  validate(who: Principal, body: ValidateBody, headers: Headers): ValidateAnswer | Promise<ValidateAnswer> {
+  validate(who: Principal, body: ValidateBody, country: string | null): ValidateAnswer | Promise<ValidateAnswer> {
     const now = Date.now()
     // Every call that passed request validation counts, valid or not; a refused (429) call does not.
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
     const taken = this.deps.counters.take(who.accountId, limit, now)
-    if (taken === true) return this.decide(who, body, headers, now)
+    if (taken === true) return this.decide(who, body, country, now)
     if (taken === false) throw this.limited(who.accountId, limit, now)
     return taken.then((ok) => {
       if (!ok) throw this.limited(who.accountId, limit, Date.now())
-      return this.decide(who, body, headers, Date.now())
+      return this.decide(who, body, country, Date.now())
     })
   }
 
-  private decide(who: Principal, body: ValidateBody, headers: Headers, now: number): ValidateAnswer | Promise<ValidateAnswer> {
+  private decide(who: Principal, body: ValidateBody, country: string | null, now: number): ValidateAnswer | Promise<ValidateAnswer> {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
       const canonical = normalizeKeyValue(body.key)
-      if (canonical === null) return this.refused(who.accountId, NO_PRODUCT, 'not_found', now)
+      if (canonical === null) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
       hotKey = hashKeyValue(canonical, 'base64')
       this.keyValues.set(body.key, hotKey)
     }
     const state = this.hot.get(hotKey, now)
-    if (state instanceof Promise) return state.then((s) => this.decideWith(who, body, headers, hotKey, s, Date.now()))
-    return this.decideWith(who, body, headers, hotKey, state, now)
+    if (state instanceof Promise) return state.then((s) => this.withPolicy(who, body, country, hotKey, s, Date.now()))
+    return this.withPolicy(who, body, country, hotKey, state, now)
   }
 
-  /** The contract's decision order, first match wins. */
+  /** A key with a policy answers with the policy's current terms merged under its own (memory, as the key). */
+  private withPolicy(who: Principal, body: ValidateBody, country: string | null, hotKey: string, state: KeyState | null, now: number) {
+    if (state === null || state.policyId === null) return this.decideWith(who, body, country, hotKey, state, now)
+    const policy = this.policies.get(state.policyId, now)
+    if (policy instanceof Promise) {
+      return policy.then((p) => this.decideWith(who, body, country, hotKey, applyPolicy(state, p), Date.now()))
+    }
+    return this.decideWith(who, body, country, hotKey, applyPolicy(state, policy), now)
+  }
+
+  /**
+   * The contract's decision order, first match wins: not_found, revoked, suspended, expired,
+   * entitlements_missing, then the device (held slot; new device: device_already_used, free slot or
+   * activation_limit). Metered keys' credits_exhausted comes last, after the slot decision.
+   */
   private decideWith(
     who: Principal,
     body: ValidateBody,
-    headers: Headers,
+    country: string | null,
     hotKey: string,
     state: KeyState | null,
     now: number,
   ): ValidateAnswer | Promise<ValidateAnswer> {
     const account = who.accountId
-    if (state === null || state.accountId !== account) return this.refused(account, NO_PRODUCT, 'not_found', now)
-    if (body.product_id != null && body.product_id !== state.productId) return this.refused(account, NO_PRODUCT, 'not_found', now)
-    if (state.status === 'revoked') return this.refused(account, state.productId, 'revoked', now)
-    if (state.status === 'expired' || (state.expiresAt !== null && state.expiresAt <= now)) return this.refused(account, state.productId, 'expired', now)
+    if (state === null || state.accountId !== account) return this.recordRefusal(account, NO_PRODUCT, 'not_found', now)
+    if (body.product_id != null && body.product_id !== state.productId) return this.recordRefusal(account, NO_PRODUCT, 'not_found', now)
+    if (state.status === 'revoked') return this.recordRefusal(account, state.productId, 'revoked', now)
+    if (state.status === 'suspended') return this.recordRefusal(account, state.productId, 'suspended', now)
+    if (expiryRefused(state, now)) return this.recordRefusal(account, state.productId, 'expired', now)
+    if (body.require_entitlements !== undefined) {
+      const missing = missingEntitlements(state.entitlements, body.require_entitlements)
+      if (missing.length > 0) return this.lacking(account, state.productId, missing, now)
+    }
 
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
     if (hasDevice(state, fingerprint)) {
       this.lastSeen.record(hotKey, fingerprint, appVersion, now, body.device_name)
       this.outcomes.record(account, state.productId, OUTCOME.valid, now)
-      return valid(state.plan, state.expiresAt, deviceCount(state), state.limit)
+      return valid(state, deviceCount(state), now)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
-    if (deviceCount(state) >= state.limit) return this.refused(account, state.productId, 'activation_limit', now)
-    const country = countryOf(headers.get(this.deps.config.countryHeader))
-    return this.activate(who, hotKey, state, { fingerprint, appVersion, country, name: body.device_name ?? null })
+    // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
+    if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.recordRefusal(account, state.productId, 'activation_limit', now)
+    return this.activate(who, hotKey, state, { fingerprint, appVersion, country: countryOf(country), name: body.device_name ?? null })
   }
 
   /** A device new to this node: the slot decision in Postgres, under the key row lock. */
@@ -169,90 +229,88 @@ export class ValidationEngine {
     device: { fingerprint: string; appVersion: string | null; country: string | null; name: string | null },
   ): Promise<ValidateAnswer> {
     const { fingerprint, appVersion } = device
-    const keyHash = keyHashOf(hotKey)
-    const result = await this.deps.sql.begin(async (tx) => {
-      const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
-      if (!key) return { kind: 'not_found' as const }
-      if (key.status === 'revoked') return { kind: 'revoked' as const }
-      if (key.expired) return { kind: 'expired' as const }
-      return { ...(await claimSlot(tx, key, device, DEVICE)), key }
-    })
+    const result = await claimSeat(this.deps, who.accountId, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
     switch (result.kind) {
       case 'not_found':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return this.refused(who.accountId, NO_PRODUCT, 'not_found', Date.now())
+        return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', Date.now())
       case 'revoked':
+      case 'suspended':
       case 'expired':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return this.refused(who.accountId, cached.productId, result.kind, Date.now())
+        return this.recordRefusal(who.accountId, cached.productId, result.kind, Date.now())
       case 'limit':
         if (deviceCount(cached) < cached.limit) this.hot.invalidate(hotKey)
-        return this.refused(who.accountId, cached.productId, 'activation_limit', Date.now())
+        return this.recordRefusal(who.accountId, cached.productId, 'activation_limit', Date.now())
+      case 'device_used':
+        return this.recordRefusal(who.accountId, cached.productId, 'device_already_used', Date.now())
       case 'existing':
         this.hot.addDevice(hotKey, fingerprint)
         this.lastSeen.record(hotKey, fingerprint, appVersion, Date.now(), device.name ?? undefined)
         break
       case 'created':
-        this.hot.addDevice(hotKey, fingerprint)
-        this.lastSeen.forget(hotKey, fingerprint) // an update left from the device's previous activation
-        // Other nodes learn the device without reading it back. The activation is committed either
-        // way, so a failed broadcast is logged, not turned into an error answer.
-        await this.deps.bus
-          .publish({ kind: 'device', accountId: who.accountId, keyHash, fingerprint, activationId: result.activation.id })
-          .catch((err) => this.deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+        // claimSeat announced it to every node (this one included); an update left from the device's
+        // previous activation must not overwrite the new one. When the activation started the key's
+        // term (expiry_basis first_activation), claimSeat dropped the key everywhere instead.
+        if (result.expirySet) this.hot.invalidate(hotKey)
+        else this.hot.addDevice(hotKey, fingerprint)
+        this.lastSeen.forget(hotKey, fingerprint)
         break
     }
     const { key } = result
-    this.outcomes.record(who.accountId, key.product_id, OUTCOME.valid, Date.now())
-    return valid(key.plan, key.expires_at ? key.expires_at.getTime() : null, result.activeCount, key.activation_limit)
+    const now = Date.now()
+    this.outcomes.record(who.accountId, key.product_id, OUTCOME.valid, now)
+    const terms: Terms = {
+      policyId: key.policy_id,
+      plan: key.plan,
+      expiresAt: key.expires_at ? key.expires_at.getTime() : null,
+      limit: key.activation_limit,
+      entitlements: key.entitlements,
+      graceMs: key.grace_seconds * 1000,
+      keep: key.after_expiry === 'keep',
+    }
+    return valid(terms, result.activeCount, now)
   }
 
   /**
-   * POST /v1/deactivate: the key's holder releases one of its devices (reason `user`), counted against
-   * `deactivations_allowed` under the key row lock: past the cap a release that would happen is 409
-   * `deactivation_limit` and nothing changes; a device holding no slot is `deactivated: false` either way.
+   * The holder's routes (deactivate, devices) cost Postgres work: each call takes a token of the
+   * account's bucket on this node (429 `rate_limited` past it, like validate's), and a key this node
+   * knows not to exist in the account (the hot state, its negative entries included) is answered
+   * without Postgres. Returns the key's hash, or null for an unknown key (or another product's).
+   */
+  private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
+    const now = Date.now()
+    const wait = this.holderCalls.take(who.accountId, now)
+    if (wait > 0) {
+      throw new AppError('rate_limited', "This account's calls to /v1/devices and /v1/deactivate are over their rate on this node; retry shortly", {
+        retryAfter: Math.max(1, Math.ceil(wait / 1000)),
+      })
+    }
+    const canonical = normalizeKeyValue(key)
+    if (canonical === null) return null
+    const hotKey = hashKeyValue(canonical, 'base64')
+    let state = this.hot.get(hotKey, now)
+    if (state instanceof Promise) state = await state
+    if (state === null || state.accountId !== who.accountId) return null
+    if (productId != null && productId !== state.productId) return null
+    return keyHashOf(hotKey)
+  }
+
+  /**
+   * POST /v1/deactivate: the key's holder releases one of its devices (activations/service.ts,
+   * releaseByHolder); a device holding no slot, or an unknown key, is `deactivated: false`.
    */
   async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
-    const canonical = normalizeKeyValue(body.key)
-    if (canonical === null) return { deactivated: false, activations_used: 0, activation_limit: 0 }
-    const keyHash = hashKeyValue(canonical)
-    const fingerprint = body.device_fingerprint.toLowerCase()
-    const result = await this.deps.sql.begin(async (tx) => {
-      const key = await lockKeyForSlot(tx, who.accountId, { keyHash })
-      if (!key) return null
-      if (!mayReleaseAsUser(key) && (await isActiveDevice(tx, key.id, fingerprint))) {
-        throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
-      }
-      const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE)
-      if (released) await countUserRelease(tx, key.id)
-      return { deactivated: released !== null, used: await countActive(tx, key.id), limit: key.activation_limit }
-    })
+    const keyHash = await this.holderKey(who, body.key, null)
+    const result = keyHash === null ? null : await releaseByHolder(this.deps, who.accountId, keyHash, body.device_fingerprint.toLowerCase())
     if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
-    if (result.deactivated) await this.changed(who.accountId, keyHash)
     return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
   }
 
-  /** DELETE /v1/keys/:id/activations/:activation_id (reason `admin`); already deactivated → 200 as is. */
-  async removeActivation(who: Principal, keyId: string, activationId: string): Promise<Activation> {
-    if (!isId('key', keyId)) throw notFound('key', keyId)
-    if (!isId('act', activationId)) throw notFound('activation', activationId)
-    const result = await this.deps.sql.begin(async (tx) => {
-      const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
-      if (!key) throw notFound('key', keyId)
-      const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who))
-      if (released) return { activation: released, keyHash: key.key_hash }
-      const activation = await findActivation(tx, keyId, activationId)
-      if (!activation) throw notFound('activation', activationId)
-      return { activation, keyHash: null }
-    })
-    if (result.keyHash) await this.changed(who.accountId, result.keyHash)
-    return result.activation
-  }
-
-  /** After a committed change to a key's slots: drop it here and on every node before answering. */
-  private async changed(accountId: string, keyHash: string) {
-    this.hot.invalidate(hotKeyOf(keyHash))
-    await this.deps.bus.publish({ kind: 'key', accountId, keyHash })
+  /** POST /v1/devices: the key's active devices (devices.ts); an unknown key (or another product's) is 404. */
+  async devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
+    const keyHash = await this.holderKey(who, body.key, body.product_id)
+    return listDevices(this.deps, this.lastSeen, who, keyHash, body.product_id)
   }
 
   flush(): Promise<void> {
@@ -261,5 +319,6 @@ export class ValidationEngine {
 
   close() {
     this.hot.close()
+    this.policies.close()
   }
 }

@@ -1,4 +1,5 @@
 import type { TSchema } from '@sinclair/typebox'
+import { Policy } from '../policies/model'
 import { OneOf, t, Timestamp } from '../../http/schema'
 import { PlanName } from '../accounts/model'
 import { ApiKey } from '../api-keys/model'
@@ -47,8 +48,10 @@ export const WebhookDetail = t.Composite([
   Webhook,
   t.Object({ deliveries: t.Array(DeliveryAttempt, { description: 'The last 20 attempts, newest first' }) }),
 ])
+export type WebhookDetail = typeof WebhookDetail.static
 
 export const WebhookList = t.Object({ data: t.Array(Webhook) })
+export type WebhookList = typeof WebhookList.static
 
 export const CreateWebhookBody = t.Object({ url: Url, events: Events })
 export type CreateWebhookBody = typeof CreateWebhookBody.static
@@ -66,6 +69,8 @@ export const TestResult = t.Object({ delivery: DeliveryAttempt })
 // Documented as the OpenAPI document's `webhooks`, one entry per event type.
 const ActivationEvent = t.Object({ activation: Activation, key_id: t.String(), product_id: t.String() })
 const PlanChanged = t.Object({ account_id: t.String(), previous_plan: PlanName, plan: PlanName })
+export type ActivationEventData = typeof ActivationEvent.static
+export type PlanChangedData = typeof PlanChanged.static
 
 export const EVENT_DATA: Record<EventType, TSchema> = {
   'key.created': Key,
@@ -85,6 +90,12 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'webhook.created': t.Composite([Webhook], { description: 'The webhook (never its secret)' }),
   'webhook.updated': t.Composite([Webhook], { description: 'The webhook after the change (never its secret)' }),
   'webhook.deleted': t.Composite([Webhook], { description: 'The webhook as it was when deleted (never its secret)' }),
+  'key.suspended': t.Composite([Key], { description: 'The key after the suspension (or its new reason or end)' }),
+  'key.reinstated': t.Composite([Key], { description: 'The key after reinstatement (actor system when suspended_until was reached)' }),
+  'key.reissued': t.Composite([Key], { description: 'The key with its new key_prefix (never the key value)' }),
+  'policy.created': Policy,
+  'policy.updated': t.Composite([Policy], { description: 'The policy after the change' }),
+  'policy.deleted': t.Composite([Policy], { description: 'The policy as it was when deleted' }),
 }
 
 export const Actor = t.Object(
@@ -94,6 +105,7 @@ export const Actor = t.Object(
   },
   { description: 'Who made the change: an API key, the operator, a device (validate, deactivate) or the system (expiry, inactivity release)' },
 )
+export type Actor = typeof Actor.static
 
 export const eventBody = (type: EventType) =>
   t.Object({

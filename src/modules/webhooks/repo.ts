@@ -79,9 +79,9 @@ export async function cancelPending(tx: Tx, webhookId: string): Promise<void> {
 }
 
 /**
- * Deletes the webhook with its queue and log: nothing is signed with its secret afterwards. The
- * delivery rows go first, so a claim signing some of them right now is waited for (queue.claimDue);
- * rows an event adds meanwhile go with the webhook row (cascade).
+ * Deletes the webhook with its queue and log: nothing is claimed (so signed) with its secret afterwards.
+ * The delivery rows go first, so a claim reading the secret and leasing some of them right now is
+ * waited for (queue.claimDue); rows an event adds meanwhile go with the webhook row (cascade).
  */
 /** `deleted` runs in the delete's transaction with the webhook as it was (its event). */
 export async function deleteWebhook(sql: Sql, accountId: string, id: string, deleted?: (tx: Tx, webhook: Webhook) => Promise<unknown>): Promise<boolean> {

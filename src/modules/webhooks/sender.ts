@@ -14,11 +14,20 @@ export interface AttemptOutcome {
 export const MAX_ERROR = 500
 const MAX_BODY_SNIPPET = 200
 
-const bound = (text: string) => (text.length > MAX_ERROR ? `${text.slice(0, MAX_ERROR - 1)}…` : text)
+/** At most MAX_ERROR characters, NUL replaced (Postgres text cannot hold it; a receiver's body may). */
+const bound = (raw: string) => {
+  const text = raw.replaceAll('\u0000', '\ufffd')
+  return text.length > MAX_ERROR ? `${text.slice(0, MAX_ERROR - 1)}…` : text
+}
+
+/** Bodies announced at most this long are read whole (one call, the connection stays reusable). */
+const READ_WHOLE = 64 * 1024
 
 /** Reads at most `max` bytes of a response body, then drops the rest. */
 async function snippet(res: Response, max: number): Promise<string> {
   if (!res.body) return ''
+  const length = Number(res.headers.get('content-length') ?? NaN)
+  if (length <= READ_WHOLE) return clean(new TextDecoder().decode(new Uint8Array(await res.arrayBuffer()).subarray(0, max)))
   const reader = res.body.getReader()
   const chunks: Uint8Array[] = []
   let size = 0
@@ -33,9 +42,10 @@ async function snippet(res: Response, max: number): Promise<string> {
     if (size >= max) await reader.cancel().catch(() => {})
     reader.releaseLock()
   }
-  const text = new TextDecoder().decode(Buffer.concat(chunks).subarray(0, max))
-  return text.replace(/\s+/g, ' ').trim()
+  return clean(new TextDecoder().decode(Buffer.concat(chunks).subarray(0, max)))
 }
+
+const clean = (text: string) => text.replace(/\s+/g, ' ').trim()
 
 export interface SendOptions {
   allowPrivate: boolean

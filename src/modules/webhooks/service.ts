@@ -1,5 +1,5 @@
 import type { Deps } from '../../deps'
-import type { RecordCreated } from '../../core/record-created'
+import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId, open, seal } from '../../infra/crypto'
 import { invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'
@@ -7,6 +7,7 @@ import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import { byApiKey, emit, type EventType } from '../events/outbox'
 import type { CreateWebhookBody, DeliveryAttempt, UpdateWebhookBody, Webhook, WebhookWithSecret } from './model'
 import * as repo from './repo'
+import type { Key } from '../keys/model'
 import { send } from './sender'
 import { newWebhookSecret, signEvent } from './signer'
 import { resolveTarget } from './ssrf'
@@ -94,8 +95,11 @@ export async function deleteWebhook(deps: Deps, who: Principal, id: string): Pro
   if (!deleted) throw notFound('webhook', id)
 }
 
-/** Sample `key.created` data: the shape of a real key object, with obviously fake values. */
-function sampleKey() {
+/**
+ * Sample `key.created` data: a complete key object (typed as the event's documented `Key`, so a field
+ * added to keys cannot be left out here), with obviously fake values.
+ */
+function sampleKey(): Key {
   const now = new Date().toISOString()
   return {
     id: newId('key'),
@@ -108,8 +112,20 @@ function sampleKey() {
     created_at: now,
     revoked_at: null,
     revoke_reason: null,
+    suspended_at: null,
+    suspend_reason: null,
+    suspended_until: null,
     metadata: { test: true },
     key_prefix: 'TEST0',
+    release_after_seconds: null,
+    deactivations_allowed: null,
+    deactivations_used: 0,
+    entitlements: { export: true },
+    grace_seconds: 0,
+    after_expiry: 'refuse',
+    policy_id: null,
+    expiry_pending: false,
+    overrides: {},
   }
 }
 

@@ -75,10 +75,20 @@ class AttemptRecorder {
   }
 }
 
+/** A claimed job and when its claim was sent (its lease runs from a moment after that). */
+interface Claimed {
+  job: Job
+  claimedAt: number
+}
+
 export class DeliveryWorker {
   private readonly concurrency: number
   private readonly pollMs: number
   private readonly leaseMs: number
+  /** A claimed job starts within this long of its claim, or not at all: its lease must outlast the attempt (up to the timeout) with 10 s to spare. */
+  private readonly startBy: number
+  /** Claimed jobs waiting for a slot (at most one more round of the slots, so they start within seconds). */
+  private ready: Claimed[] = []
   /** Deliveries being sent (the concurrency slots). */
   private inFlight = new Set<string>()
   /** Every job until its attempt is logged (what shutdown waits for). */
@@ -101,6 +111,7 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? DEFAULT_POLL_MS
     // Longer than any attempt can take, so a live node never loses a claim it is still working on.
     this.leaseMs = deps.config.webhookTimeoutMs + 30_000
+    this.startBy = this.leaseMs - deps.config.webhookTimeoutMs - 10_000
     this.recorder = new AttemptRecorder(deps.sql)
   }
 
@@ -115,18 +126,24 @@ export class DeliveryWorker {
     return this
   }
 
-  /** There may be due work: claim it (now, or when a slot frees up). */
+  /** There may be due work: claim it (now, or when the local backlog runs low). */
   wake(): void {
     this.dirty = true
     this.kick()
   }
 
-  private room = () => this.concurrency - this.inFlight.size
-  /** Under load, claim in batches of at least a quarter of the slots: fewer, fuller claims. */
-  private canClaim = () => this.room() >= (this.inFlight.size === 0 ? 1 : Math.max(1, this.concurrency >> 2))
+  /**
+   * Claimed but unfinished jobs are kept to two rounds of the slots: the next batch is claimed while the
+   * current one is being sent, so the slots never wait for a claim's round trip under load.
+   */
+  private room = () => 2 * this.concurrency - this.inFlight.size - this.ready.length
+  /** Claim when idle, or once the backlog has room for a batch of at least a quarter of the slots. */
+  private canClaim = () =>
+    this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2))
 
   private kick(): void {
-    if (this.stopped || this.pumping || !this.canClaim()) return
+    this.startReady()
+    if (this.stopped || this.pumping || !this.dirty || !this.canClaim()) return
     this.pumping = this.pump()
       .catch((err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed'))
       .finally(() => {
@@ -138,14 +155,26 @@ export class DeliveryWorker {
   private async pump(): Promise<void> {
     while (this.dirty && !this.stopped && this.canClaim()) {
       this.dirty = false
-      const room = this.room()
-      const jobs = await claimDue(this.deps.sql, this.deps.secretKey, room, this.leaseMs)
+      const limit = this.room()
+      const claimedAt = performance.now()
+      const jobs = await claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
       if (this.stopped) {
         await releaseClaims(this.deps.sql, jobs)
         return
       }
-      if (jobs.length === room) this.dirty = true // a full batch: there may be more
-      for (const job of jobs) this.run(job)
+      if (jobs.length === limit) this.dirty = true // a full batch: there may be more
+      for (const job of jobs) this.ready.push({ job, claimedAt })
+      this.startReady()
+    }
+  }
+
+  /** Fills free slots from the claimed backlog, oldest claim first. */
+  private startReady(): void {
+    while (!this.stopped && this.ready.length > 0 && this.inFlight.size < this.concurrency) {
+      const { job, claimedAt } = this.ready.shift()!
+      // Its lease could run out while it is being sent: leave it to whichever node claims it next.
+      if (performance.now() - claimedAt > this.startBy) continue
+      this.run(job)
     }
   }
 
@@ -153,7 +182,7 @@ export class DeliveryWorker {
     // The slot frees as soon as the request is done; logging it is batched (the row's lease keeps other
     // claims off it meanwhile).
     const freeSlot = () => {
-      if (this.inFlight.delete(job.deliveryId) && this.dirty) this.kick()
+      if (this.inFlight.delete(job.deliveryId)) this.kick()
     }
     this.inFlight.add(job.deliveryId)
     const task: Promise<void> = this.attempt(job, freeSlot)
@@ -206,6 +235,8 @@ export class DeliveryWorker {
     this.timers.clear()
     await this.unlisten?.().catch(() => {})
     await this.pumping
+    // Claimed but never started: due again at once, for this node after a restart or any other.
+    await releaseClaims(this.deps.sql, this.ready.splice(0).map((c) => c.job)).catch(() => {})
     const all = () => Promise.allSettled([...this.tasks])
     let timer: Timer | undefined
     const graceOver = new Promise<'late'>((r) => (timer = setTimeout(() => r('late'), graceMs)))

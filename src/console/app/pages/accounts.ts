@@ -1,29 +1,20 @@
 import { useState } from 'preact/hooks'
+import { isId } from '../../../core/ids'
 import { PLANS } from '../../../core/plans'
-import { get, patch, post, qs } from '../api'
+import { apiPath, get, patch, post, withQuery } from '../api'
 import { Field, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { Account, AccountPage as AccountList, AccountWithUsage } from '../../../modules/accounts/model'
+import type { ApiKeyWithToken } from '../../../modules/api-keys/model'
 import { CreateApiKey } from './api-keys'
 
-interface Account {
-  id: string
-  name: string
-  plan: string
-  created_at: string
-  usage?: { products: number; keys: number; active_keys: number; activations: number; api_keys: number }
-}
-interface AccountPageData {
-  data: Account[]
-  page: number
-  page_size: number
-  total: number
-  has_more: boolean
-}
+/** POST /admin/accounts: the account and its first full_access token. */
+type CreatedAccount = { account: Account; api_key: ApiKeyWithToken }
 
 function CreateAccount({ onCancel }: { onCancel: () => void }) {
   const [name, setName] = useState('')
   const [plan, setPlan] = useState('free')
-  const [created, setCreated] = useState<{ account: Account; api_key: { token: string } } | null>(null)
-  const { busy, problem, submit } = useSubmit(() => post<{ account: Account; api_key: { token: string } }>('/admin/accounts', { name, plan }), setCreated)
+  const [created, setCreated] = useState<CreatedAccount | null>(null)
+  const { busy, problem, submit } = useSubmit(() => post<CreatedAccount>(apiPath`/admin/accounts`, { name, plan }), setCreated)
   if (created) {
     return html`<div class="panel">
       <h2>Account ${created.account.name} created</h2>
@@ -54,11 +45,11 @@ export function Accounts() {
   const [query, setQuery] = useState('')
   const [page, setPage] = useState(0)
   const [creating, setCreating] = useState(false)
-  const list = useLoad(() => get<AccountPageData>('/admin/accounts' + qs({ q: query, page, page_size: 20 })), [query, page])
+  const list = useLoad(() => get<AccountList>(withQuery(apiPath`/admin/accounts`, { q: query, page, page_size: 20 })), [query, page])
   const search = (e: Event) => {
     e.preventDefault()
     // A whole account id opens that account directly; anything else searches names and id prefixes.
-    if (/^acct_[0-9A-Za-z]{26}$/.test(q.trim())) navigate(`#/accounts/${q.trim()}`)
+    if (isId('acct', q.trim())) navigate(`#/accounts/${q.trim()}`)
     else {
       setPage(0)
       setQuery(q.trim())
@@ -90,7 +81,7 @@ export function Accounts() {
                 (a) => html`<tr>
                   <td><a href=${`#/accounts/${a.id}`}>${a.name}</a><div class="mono small muted">${a.id}</div></td>
                   <td><span class="chip">${a.plan}</span></td>
-                  <td class="num hide-s">${a.usage ? num(a.usage.keys) : '—'}</td>
+                  <td class="num hide-s">${num(a.usage.keys)}</td>
                   <td class="hide-s">${when(a.created_at)}</td>
                 </tr>`,
               )}</tbody></table></div>
@@ -102,12 +93,12 @@ export function Accounts() {
 }
 
 export function AccountPage({ id }: { id: string }) {
-  const acct = useLoad(() => get<Account>(`/admin/accounts/${id}`), [id])
+  const acct = useLoad(() => get<AccountWithUsage>(apiPath`/admin/accounts/${id}`), [id])
   const [plan, setPlan] = useState<string | null>(null)
   const [issuing, setIssuing] = useState(false)
   const [token, setToken] = useState<string | null>(null)
   const [changed, setChanged] = useState<string | null>(null)
-  const change = useSubmit(() => patch<Account>(`/admin/accounts/${id}`, { plan }), (a) => { setPlan(null); setChanged(a.plan); acct.reload() })
+  const change = useSubmit(() => patch<Account>(apiPath`/admin/accounts/${id}`, { plan }), (a) => { setPlan(null); setChanged(a.plan); acct.reload() })
   if (acct.error) return html`<${PageHead} title="Account" /><${LoadError} problem=${acct.error} what="read accounts" />`
   const a = acct.data
   if (!a) return html`<${PageHead} title="Account" /><${Spinner} />`
@@ -115,18 +106,16 @@ export function AccountPage({ id }: { id: string }) {
     <${PageHead} title=${a.name}>
       <button class="btn" type="button" disabled=${issuing} onClick=${() => { setToken(null); setIssuing(true) }}>Issue an API key</button>
     </${PageHead}>
-    ${issuing ? html`<${CreateApiKey} path=${`/admin/accounts/${id}/api-keys`} onCancel=${() => setIssuing(false)} onDone=${(t: string) => { setIssuing(false); setToken(t); acct.reload() }} />` : null}
+    ${issuing ? html`<${CreateApiKey} path=${apiPath`/admin/accounts/${id}/api-keys`} onCancel=${() => setIssuing(false)} onDone=${(t: string) => { setIssuing(false); setToken(t); acct.reload() }} />` : null}
     ${token ? html`<${Secret} label="API token for this account" value=${token} />` : null}
     <section class="panel">
       <dl class="props">
         <div><dt>Id</dt><dd class="mono">${a.id}</dd></div>
         <div><dt>Created</dt><dd>${when(a.created_at)}</dd></div>
-        ${a.usage
-          ? html`<div><dt>Products</dt><dd>${num(a.usage.products)}</dd></div>
-              <div><dt>Keys</dt><dd>${num(a.usage.keys)} (${num(a.usage.active_keys)} active)</dd></div>
-              <div><dt>Activations</dt><dd>${num(a.usage.activations)}</dd></div>
-              <div><dt>API keys</dt><dd>${num(a.usage.api_keys)}</dd></div>`
-          : null}
+        <div><dt>Products</dt><dd>${num(a.usage.products)}</dd></div>
+        <div><dt>Keys</dt><dd>${num(a.usage.keys)} (${num(a.usage.active_keys)} active)</dd></div>
+        <div><dt>Activations</dt><dd>${num(a.usage.activations)}</dd></div>
+        <div><dt>API keys</dt><dd>${num(a.usage.api_keys)}</dd></div>
       </dl>
     </section>
     <form class="panel form" onSubmit=${change.submit} aria-label="Account plan">

@@ -3,27 +3,14 @@
 // hash (`#/activity?resource_id=key_…`) so a key's page can link to its own history.
 import { useEffect, useState } from 'preact/hooks'
 import { EVENT_TYPES } from '../../../core/events'
-import { get, qs, type Problem } from '../api'
+import { apiPath, get, qs, withQuery, type Problem } from '../api'
 import { Field, html, LoadError, num, PageHead, Spinner, useLoad, when } from '../ui'
-
-interface Actor {
-  type: 'api_key' | 'operator' | 'device' | 'system'
-  id: string | null
-}
-interface AuditEvent {
-  id: string
-  type: string
-  created_at: string
-  actor: Actor
-  data: any
-}
-interface EventPage {
-  data: AuditEvent[]
-  page: number
-  page_size: number
-  total: number
-  has_more: boolean
-}
+import type { ApiKey, ApiKeyList } from '../../../modules/api-keys/model'
+import type { AuditEvent, EventPage } from '../../../modules/events/model'
+import type { Key } from '../../../modules/keys/model'
+import type { Product } from '../../../modules/products/model'
+import type { Policy } from '../../../modules/policies/model'
+import type { ActivationEventData, Actor, PlanChangedData, Webhook } from '../../../modules/webhooks/model'
 
 const PAGE_SIZE = 25
 const TYPES = [...EVENT_TYPES].sort()
@@ -31,30 +18,50 @@ const short = (s: string, n = 12) => (s.length > n ? `${s.slice(0, n)}…` : s)
 
 /** What an event is about, in words, with a link to it when it still exists, and its id for the filter. */
 function subject(e: AuditEvent): { text: string; href?: string; id?: string } {
-  const d = e.data ?? {}
   const [kind, verb] = e.type.split('.')
+  // Each type's data has the shape the server documents for it (webhooks/model.ts, EVENT_DATA).
   switch (kind) {
     case 'key': {
+      const d = e.data as Key
       const extra =
-        verb === 'revoked' && d.revoke_reason ? ` (${d.revoke_reason})` : verb === 'extended' ? (d.expires_at ? ` until ${when(d.expires_at)}` : ', never expires') : ''
-      return { text: `Key ${d.key_prefix ?? ''}…${extra}`, href: d.id ? `#/keys/${d.id}` : undefined, id: d.id }
+        verb === 'revoked' && d.revoke_reason
+          ? ` (${d.revoke_reason})`
+          : verb === 'extended'
+            ? d.expires_at ? ` until ${when(d.expires_at)}` : ', never expires'
+            : verb === 'suspended' && d.suspend_reason
+              ? ` (${d.suspend_reason})`
+              : ''
+      return { text: `Key ${d.key_prefix}…${extra}`, href: `#/keys/${d.id}`, id: d.id }
     }
     case 'activation': {
-      const a = d.activation ?? {}
-      const device = a.device_name || (a.device_fingerprint ? short(a.device_fingerprint) : 'a device')
+      const d = e.data as ActivationEventData
+      const a = d.activation
+      const device = a.device_name || short(a.device_fingerprint)
       const why = verb === 'deactivated' && a.deactivation_reason ? ` (${a.deactivation_reason})` : ''
-      return { text: `Device ${device}${why}`, href: d.key_id ? `#/keys/${d.key_id}` : undefined, id: d.key_id }
+      return { text: `Device ${device}${why}`, href: `#/keys/${d.key_id}`, id: d.key_id }
     }
-    case 'product':
-      return { text: `Product ${d.name ?? d.id}`, href: verb !== 'deleted' && d.id ? `#/keys?product=${d.id}` : undefined, id: d.id }
-    case 'webhook':
-      return { text: `Webhook ${d.url ?? d.id}`, href: verb !== 'deleted' && d.id ? `#/webhooks/${d.id}` : undefined, id: d.id }
-    case 'api_key':
-      return { text: `API key ${d.name ?? d.id}${d.scope ? ` (${d.scope})` : ''}`, href: verb !== 'deleted' ? '#/api-keys' : undefined, id: d.id }
-    case 'account':
-      return { text: d.previous_plan ? `Plan ${d.previous_plan} → ${d.plan}` : `Plan ${d.plan ?? ''}` }
+    case 'product': {
+      const d = e.data as Product
+      return { text: `Product ${d.name}`, href: verb !== 'deleted' ? `#/keys?product=${d.id}` : undefined, id: d.id }
+    }
+    case 'policy': {
+      const d = e.data as Policy
+      return { text: `Policy ${d.name}`, href: verb !== 'deleted' ? `#/policies/${d.id}` : undefined, id: d.id }
+    }
+    case 'webhook': {
+      const d = e.data as Webhook
+      return { text: `Webhook ${d.url}`, href: verb !== 'deleted' ? `#/webhooks/${d.id}` : undefined, id: d.id }
+    }
+    case 'api_key': {
+      const d = e.data as ApiKey
+      return { text: `API key ${d.name} (${d.scope})`, href: verb !== 'deleted' ? '#/api-keys' : undefined, id: d.id }
+    }
+    case 'account': {
+      const d = e.data as PlanChangedData
+      return { text: `Plan ${d.previous_plan} → ${d.plan}` }
+    }
     default:
-      return { text: e.type, id: typeof d.id === 'string' ? d.id : undefined }
+      return { text: e.type }
   }
 }
 
@@ -84,13 +91,13 @@ export function Activity({ query }: { query: URLSearchParams }) {
   const [since, setSince] = useState(query.get('since') ?? '')
   const [page, setPage] = useState(0)
   const list = useLoad(
-    () => get<EventPage>('/v1/events' + qs({ type, resource_id: resource, since: startOfDay(since), page, page_size: PAGE_SIZE })),
+    () => get<EventPage>(withQuery(apiPath`/v1/events`, { type, resource_id: resource, since: startOfDay(since), page, page_size: PAGE_SIZE })),
     [type, resource, since, page],
   )
   // Names for the API keys that acted: the live ones, and any named in the events shown.
-  const apiKeys = useLoad(() => get<{ data: { id: string; name: string }[] }>('/v1/api-keys').catch(() => ({ data: [] })), [])
+  const apiKeys = useLoad(() => get<ApiKeyList>(apiPath`/v1/api-keys`).catch((): ApiKeyList => ({ data: [] })), [])
   const names = new Map<string, string>((apiKeys.data?.data ?? []).map((k) => [k.id, k.name]))
-  for (const e of list.data?.data ?? []) if (e.type.startsWith('api_key.') && e.data?.id && e.data?.name) names.set(e.data.id, e.data.name)
+  for (const e of list.data?.data ?? []) if (e.type.startsWith('api_key.')) names.set((e.data as ApiKey).id, (e.data as ApiKey).name)
   // The filters in the address (replaced, not pushed: Back leaves the page instead of undoing a filter).
   useEffect(() => {
     history.replaceState(null, '', '#/activity' + qs({ type, resource_id: resource, since }))
@@ -125,7 +132,7 @@ export function Activity({ query }: { query: URLSearchParams }) {
         </select>
       </${Field}>
       <${Field} label="About (id)" id="ev-resource" name="resource_id" problem=${problem} class="grow">
-        <input id="ev-resource" class="mono" value=${typed} placeholder="key_…, prod_…, wh_…, ak_…" autocomplete="off" spellcheck=${false}
+        <input id="ev-resource" class="mono" value=${typed} placeholder="key_…, pol_…, prod_…, wh_…" autocomplete="off" spellcheck=${false}
           onInput=${(e: Event) => setTyped((e.target as HTMLInputElement).value)} />
       </${Field}>
       <${Field} label="Since (UTC day)" id="ev-since" name="since" problem=${problem}>

@@ -1,21 +1,13 @@
 import { useState } from 'preact/hooks'
 import { SCOPES } from '../../../core/scopes'
-import { del, get, post } from '../api'
+import { apiPath, del, get, post, type ApiPath } from '../api'
 import { Field, FormProblem, html, LoadError, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { ApiKey, ApiKeyList, ApiKeyWithToken } from '../../../modules/api-keys/model'
 
-interface ApiKey {
-  id: string
-  name: string
-  scope: string
-  token_prefix?: string
-  created_at: string
-  last_used_at: string | null
-}
-
-export function CreateApiKey({ path, onDone, onCancel }: { path: string; onDone: (token: string) => void; onCancel: () => void }) {
+export function CreateApiKey({ path, onDone, onCancel }: { path: ApiPath; onDone: (token: string) => void; onCancel: () => void }) {
   const [name, setName] = useState('')
   const [scope, setScope] = useState('validate')
-  const { busy, problem, submit } = useSubmit(() => post<{ token: string }>(path, { name, scope }), (k) => onDone(k.token))
+  const { busy, problem, submit } = useSubmit(() => post<ApiKeyWithToken>(path, { name, scope }), (k) => onDone(k.token))
   return html`<form class="panel form" onSubmit=${submit} aria-label="New API key">
     <h2>New API key</h2>
     <div class="form-grid">
@@ -37,7 +29,7 @@ export function CreateApiKey({ path, onDone, onCancel }: { path: string; onDone:
 }
 
 export function ApiKeys() {
-  const list = useLoad(() => get<{ data: ApiKey[] }>('/v1/api-keys'), [])
+  const list = useLoad(() => get<ApiKeyList>(apiPath`/v1/api-keys`), [])
   const [creating, setCreating] = useState(false)
   const [token, setToken] = useState<{ label: string; value: string } | null>(null)
   const [problem, setProblem] = useState<string | null>(null)
@@ -52,14 +44,14 @@ export function ApiKeys() {
   }
   const rotate = (k: ApiKey) =>
     confirm(`Rotate ${k.name}? Its current token stops working at once.`) &&
-    act(async () => setToken({ label: `New token for ${k.name}`, value: (await post<{ token: string }>(`/v1/api-keys/${k.id}/rotate`)).token }))
-  const remove = (k: ApiKey) => confirm(`Delete ${k.name}? Its token stops working at once.`) && act(() => del(`/v1/api-keys/${k.id}`))
+    act(async () => setToken({ label: `New token for ${k.name}`, value: (await post<ApiKeyWithToken>(apiPath`/v1/api-keys/${k.id}/rotate`)).token }))
+  const remove = (k: ApiKey) => confirm(`Delete ${k.name}? Its token stops working at once.`) && act(() => del(apiPath`/v1/api-keys/${k.id}`))
   if (list.error) return html`<${PageHead} title="API keys" /><${LoadError} problem=${list.error} what="manage API keys" />`
   return html`<${PageHead} title="API keys">
       <button class="btn primary" type="button" disabled=${creating} onClick=${() => { setToken(null); setCreating(true) }}>New API key</button>
     </${PageHead}>
     ${creating
-      ? html`<${CreateApiKey} path="/v1/api-keys" onCancel=${() => setCreating(false)} onDone=${(t: string) => { setCreating(false); setToken({ label: 'API token', value: t }); list.reload() }} />`
+      ? html`<${CreateApiKey} path=${apiPath`/v1/api-keys`} onCancel=${() => setCreating(false)} onDone=${(t: string) => { setCreating(false); setToken({ label: 'API token', value: t }); list.reload() }} />`
       : null}
     ${token ? html`<${Secret} label=${token.label} value=${token.value} />` : null}
     ${problem ? html`<p class="alert" role="alert">${problem}</p>` : null}
@@ -71,7 +63,7 @@ export function ApiKeys() {
             (k) => html`<tr>
               <td>${k.name}</td>
               <td><span class="chip mono">${k.scope}</span></td>
-              <td class="hide-s mono small">${k.token_prefix ? `${k.token_prefix}…` : '—'}</td>
+              <td class="hide-s mono small">${k.token_prefix}…</td>
               <td class="hide-s">${when(k.last_used_at)}</td>
               <td class="row-actions">
                 <button class="btn small" type="button" onClick=${() => rotate(k)} aria-label=${`Rotate ${k.name}`}>Rotate</button>

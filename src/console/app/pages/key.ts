@@ -1,78 +1,80 @@
-import { useState } from 'preact/hooks'
-import { ApiError, del, get, patch, post, type FieldError } from '../api'
-import { Badge, Field, FormProblem, html, LoadError, PageHead, Spinner, useLoad, useSubmit, when } from '../ui'
-import { endOfDay, type LicenseKey } from './keys'
-import type { Product } from './products'
-
-interface Activation {
-  id: string
-  device_fingerprint: string
-  device_name?: string | null
-  app_version: string | null
-  country: string | null
-  status: 'active' | 'deactivated'
-  activated_at: string
-  last_validated_at: string | null
-  deactivated_at: string | null
-  deactivation_reason: string | null
-}
-type KeyDetail = LicenseKey & {
-  activations: Activation[]
-  release_after_seconds: number | null
-  deactivations_allowed: number | null
-  deactivations_used: number
-}
+import { useEffect, useRef, useState } from 'preact/hooks'
+import { apiPath, del, get, patch, post, type FieldError, type Problem } from '../api'
+import { Entitlements, showValue, type Own } from '../entitlements'
+import { afterExpiryInWords, checks, graceInWords, limitInWords, releaseInWords, splitSeconds, termInWords, toSeconds, UNITS, type Unit } from '../settings'
+import { asProblem, Badge, Field, FormProblem, html, invalid, LoadError, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { Activation } from '../../../modules/activations/model'
+import type { CreatedKey, Key, KeyDetail, Resettable } from '../../../modules/keys/model'
+import type { IssuedLicense } from '../../../modules/offline/model'
+import type { Policy } from '../../../modules/policies/model'
+import type { Product } from '../../../modules/products/model'
+import { endOfDay } from './keys'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
-
-/** Release-after in the largest unit that divides it: 86400 → 1 day. */
-const UNITS = [
-  { name: 'days', seconds: 86400 },
-  { name: 'hours', seconds: 3600 },
-  { name: 'minutes', seconds: 60 },
-] as const
-type Unit = (typeof UNITS)[number]['name']
-function splitSeconds(s: number | null): { amount: string; unit: Unit } {
-  if (s === null) return { amount: '', unit: 'days' }
-  const u = UNITS.find((x) => s % x.seconds === 0) ?? UNITS[2]
-  return { amount: String(s / u.seconds), unit: u.name }
-}
-const inWords = (s: number | null) => {
-  if (s === null) return 'Kept until released'
-  const { amount, unit } = splitSeconds(s)
-  return `Released after ${amount} ${Number(amount) === 1 ? unit.slice(0, -1) : unit}`
-}
-
-/** Field errors found in the browser, in the API's own form, so they sit where the API's would. */
-function invalid(errors: FieldError[]): never {
-  throw new ApiError({ status: 400, code: 'invalid_request', detail: errors.map((e) => `${e.field}: ${e.message}`).join('; '), errors })
+/** Where a setting of a key with a policy comes from, for its field's hint. */
+function from(k: KeyDetail, field: Resettable) {
+  if (k.policy_id === null) return ''
+  return Object.hasOwn(k.overrides, field) ? ' Set on this key.' : ' From the policy: a change sets it on this key only.'
 }
 
 /** PATCH /v1/keys/:id: the settings a key keeps after creation. Only changed values are sent. */
 function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   const release = splitSeconds(k.release_after_seconds)
+  const grace0 = splitSeconds(k.grace_seconds || null)
   const metaText = (m: Record<string, unknown> | null) => (m && Object.keys(m).length ? JSON.stringify(m, null, 2) : '')
   const [plan, setPlan] = useState(k.plan ?? '')
   const [limit, setLimit] = useState(String(k.activation_limit))
   const [amount, setAmount] = useState(release.amount)
   const [unit, setUnit] = useState<Unit>(release.unit)
+  const [graceAmount, setGraceAmount] = useState(grace0.amount)
+  const [graceUnit, setGraceUnit] = useState<Unit>(grace0.unit)
+  const [after, setAfter] = useState(k.after_expiry)
   const [deact, setDeact] = useState(k.deactivations_allowed === null ? '' : String(k.deactivations_allowed))
   const [meta, setMeta] = useState(metaText(k.metadata))
   const [saved, setSaved] = useState(false)
+  // When the key changes elsewhere (a reset to the policy, another tab's save shown on reload), the
+  // fields whose stored value moved follow it; what is being typed elsewhere in the form stays.
+  const prev = useRef(k)
+  useEffect(() => {
+    const p = prev.current
+    prev.current = k
+    if (p === k) return
+    if (p.plan !== k.plan) setPlan(k.plan ?? '')
+    if (p.activation_limit !== k.activation_limit) setLimit(String(k.activation_limit))
+    if (p.release_after_seconds !== k.release_after_seconds) {
+      const r = splitSeconds(k.release_after_seconds)
+      setAmount(r.amount)
+      setUnit(r.unit)
+    }
+    if (p.grace_seconds !== k.grace_seconds) {
+      const g = splitSeconds(k.grace_seconds || null)
+      setGraceAmount(g.amount)
+      setGraceUnit(g.unit)
+    }
+    if (p.after_expiry !== k.after_expiry) setAfter(k.after_expiry)
+    if (p.deactivations_allowed !== k.deactivations_allowed) setDeact(k.deactivations_allowed === null ? '' : String(k.deactivations_allowed))
+    if (JSON.stringify(p.metadata) !== JSON.stringify(k.metadata)) setMeta(metaText(k.metadata))
+  }, [k])
   const body = () => {
     const errors: FieldError[] = []
     const out: Record<string, unknown> = {}
+    const push = (e: FieldError | null) => e && errors.push(e)
     if ((plan.trim() || null) !== k.plan) out.plan = plan.trim() || null
     if (limit.trim() !== String(k.activation_limit)) out.activation_limit = limit.trim() === '' ? NaN : Number(limit)
-    // The API's own message for these two (a number or null) names no range: the browser says it first.
-    const seconds = amount.trim() === '' ? null : Math.round(Number(amount) * UNITS.find((u) => u.name === unit)!.seconds)
-    if (seconds !== null && !(seconds >= 60 && seconds <= 31536000)) {
-      errors.push({ field: 'body.release_after_seconds', message: 'From 1 minute to 365 days, or empty for never.' })
-    } else if (seconds !== k.release_after_seconds) out.release_after_seconds = seconds
+    // The API's own message for these (a number or null) names no range: the browser says it first.
+    const seconds = toSeconds(amount, unit)
+    const releaseError = checks.release(seconds, 'body.release_after_seconds')
+    if (releaseError) push(releaseError)
+    else if (seconds !== k.release_after_seconds) out.release_after_seconds = seconds
     const allowed = deact.trim() === '' ? null : Number(deact)
-    if (allowed !== null && !(Number.isInteger(allowed) && allowed >= 0 && allowed <= 10000)) {
-      errors.push({ field: 'body.deactivations_allowed', message: 'A whole number from 0 to 10000, or empty for unlimited.' })
-    } else if (allowed !== k.deactivations_allowed) out.deactivations_allowed = allowed
+    const deactError = checks.deactivations(allowed, 'body.deactivations_allowed')
+    if (deactError) push(deactError)
+    else if (allowed !== k.deactivations_allowed) out.deactivations_allowed = allowed
+    const grace = toSeconds(graceAmount, graceUnit) ?? 0
+    const graceError = checks.grace(grace, 'body.grace_seconds')
+    if (graceError) push(graceError)
+    else if (grace !== k.grace_seconds) out.grace_seconds = grace
+    if (after !== k.after_expiry) out.after_expiry = after
     if (meta.trim() !== metaText(k.metadata).trim()) {
       try {
         out.metadata = meta.trim() ? JSON.parse(meta) : {}
@@ -85,7 +87,7 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   }
   const { busy, problem, submit } = useSubmit(async () => {
     const changes = body()
-    return Object.keys(changes).length ? patch<LicenseKey>(`/v1/keys/${k.id}`, changes) : null
+    return Object.keys(changes).length ? patch<Key>(apiPath`/v1/keys/${k.id}`, changes) : null
   }, (updated) => {
     // The form shows what the API stored (e.g. the metadata as it formats it).
     if (updated) setMeta(metaText(updated.metadata))
@@ -96,18 +98,18 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
     setSaved(false)
     set((e.target as HTMLInputElement).value)
   }
-  const fields = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed', 'metadata']
+  const fields = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'metadata']
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby="settings-h" novalidate>
     <h2 id="settings-h">Settings</h2>
     <div class="form-grid pairs">
-      <${Field} label="Plan" id="set-plan" name="plan" problem=${problem} hint="Free text your application reads, e.g. pro. Empty: none.">
+      <${Field} label="Plan" id="set-plan" name="plan" problem=${problem} hint=${'Free text your application reads, e.g. pro. Empty: none.' + from(k, 'plan')}>
         <input id="set-plan" maxlength="64" value=${plan} onInput=${edit(setPlan)} />
       </${Field}>
-      <${Field} label="Devices allowed" id="set-limit" name="activation_limit" problem=${problem} hint=${`${k.activations_used} in use. Lowering it releases no device.`}>
+      <${Field} label="Devices allowed" id="set-limit" name="activation_limit" problem=${problem} hint=${`${k.activations_used} in use. Lowering it releases no device.` + from(k, 'activation_limit')}>
         <input id="set-limit" type="number" inputmode="numeric" min="1" max="10000" value=${limit} onInput=${edit(setLimit)} />
       </${Field}>
       <${Field} label="Release an inactive device after" id="set-release" name="release_after_seconds" problem=${problem}
-        hint="A device that has not validated for this long frees its seat (1 minute to 365 days). Empty: never.">
+        hint=${'A device that has not validated for this long frees its seat (1 minute to 365 days). Empty: never.' + from(k, 'release_after_seconds')}>
         <div class="input-unit">
           <input id="set-release" type="number" inputmode="decimal" min="0" step="any" value=${amount} placeholder="Never" onInput=${edit(setAmount)} />
           <label class="sr-only" for="set-release-unit">Unit</label>
@@ -117,8 +119,24 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
         </div>
       </${Field}>
       <${Field} label="Device releases allowed to the key holder" id="set-deact" name="deactivations_allowed" problem=${problem}
-        hint=${`How many devices the holder may release from their app (0: none; empty: no limit). Used so far: ${k.deactivations_used}. Releases made here do not count.`}>
+        hint=${`How many devices the holder may release from their app (0: none; empty: no limit). Used so far: ${k.deactivations_used}. Releases made here do not count.` + from(k, 'deactivations_allowed')}>
         <input id="set-deact" type="number" inputmode="numeric" min="0" max="10000" value=${deact} placeholder="Unlimited" onInput=${edit(setDeact)} />
+      </${Field}>
+      <${Field} label="Grace after expiry" id="set-grace" name="grace_seconds" problem=${problem}
+        hint=${'After the expiry, validate stays valid this long, marked expired (up to 365 days). Empty: none.' + from(k, 'grace_seconds')}>
+        <div class="input-unit">
+          <input id="set-grace" type="number" inputmode="decimal" min="0" step="any" value=${graceAmount} placeholder="None" onInput=${edit(setGraceAmount)} />
+          <label class="sr-only" for="set-grace-unit">Grace counted in</label>
+          <select id="set-grace-unit" value=${graceUnit} onChange=${edit((v) => setGraceUnit(v as Unit))}>
+            ${UNITS.map((u) => html`<option value=${u.name}>${u.name}</option>`)}
+          </select>
+        </div>
+      </${Field}>
+      <${Field} label="After expiry" id="set-after" name="after_expiry" problem=${problem} hint=${'Keep: the key keeps working after its expiry, marked expired (perpetual fallback).' + from(k, 'after_expiry')}>
+        <select id="set-after" value=${after} onChange=${edit((v) => setAfter(v as Key['after_expiry']))}>
+          <option value="refuse">Refuse (the key stops working)</option>
+          <option value="keep">Keep working, marked expired</option>
+        </select>
       </${Field}>
     </div>
     <${Field} label="Metadata (JSON object)" id="set-meta" name="metadata" problem=${problem} hint="Replaces the whole object. Empty: {}.">
@@ -130,9 +148,132 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   </form>`
 }
 
+/** Each inherited setting: this key's effective value, its policy's, and a reset for what the key sets itself. */
+const INHERITED: { field: Resettable; label: string; show: (v: never) => string }[] = [
+  { field: 'plan', label: 'Plan', show: (v: string | null) => v ?? '—' },
+  { field: 'activation_limit', label: 'Devices allowed', show: (v: number) => String(v) },
+  { field: 'release_after_seconds', label: 'Inactive devices', show: releaseInWords },
+  { field: 'deactivations_allowed', label: 'Released by the holder', show: limitInWords },
+  { field: 'grace_seconds', label: 'Grace after expiry', show: graceInWords },
+  { field: 'after_expiry', label: 'After expiry', show: afterExpiryInWords },
+  {
+    field: 'entitlements',
+    label: 'Entitlements',
+    show: (v: Record<string, true | number | string>) => (Object.keys(v).length ? Object.entries(v).map(([c, x]) => (x === true ? c : `${c} ${showValue(x)}`)).join(', ') : 'None'),
+  },
+]
+
+function Inheritance({ k, policy, onDone }: { k: KeyDetail; policy: Policy; onDone: () => void }) {
+  const [what, setWhat] = useState<string | null>(null)
+  const [busy, setBusy] = useState(false)
+  const [problem, setProblem] = useState<Problem | null>(null)
+  const own = Object.keys(k.overrides) as Resettable[]
+  const reset = async (fields: Resettable[], label: string) => {
+    setBusy(true)
+    setProblem(null)
+    setWhat(null)
+    try {
+      await patch<Key>(apiPath`/v1/keys/${k.id}`, { reset: fields })
+      setWhat(label)
+      onDone()
+    } catch (err) {
+      setProblem(asProblem(err))
+    } finally {
+      setBusy(false)
+    }
+  }
+  return html`<section class="panel" aria-labelledby="inh-h">
+    <div class="panel-head">
+      <h2 id="inh-h">Inherited from <a href=${`#/policies/${policy.id}`}>${policy.name}</a></h2>
+      ${own.length > 1 ? html`<button class="btn small" type="button" disabled=${busy} onClick=${() => void reset(own, 'Every setting is the policy’s again.')}>Reset all to the policy</button>` : null}
+    </div>
+    <p class="muted small">${own.length
+      ? `This key sets ${own.length === 1 ? 'one value' : `${own.length} values`} itself; the others follow the policy, including its later edits.`
+      : 'Every value follows the policy, including its later edits.'}</p>
+    <div class="table-wrap"><table class="table">
+      <thead><tr><th>Setting</th><th>This key</th><th class="hide-s">Policy</th><th><span class="sr-only">Actions</span></th></tr></thead>
+      <tbody>${INHERITED.map(({ field, label, show }) => {
+        const mine = own.includes(field)
+        const f = show as (v: unknown) => string
+        return html`<tr class=${mine ? 'overridden' : ''}>
+          <th scope="row">${label}</th>
+          <td>${f((k as Record<string, unknown>)[field])}${mine ? html` <span class="chip">set on this key</span>` : null}</td>
+          <td class="hide-s muted">${f((policy as Record<string, unknown>)[field])}</td>
+          <td class="row-actions">${mine
+            ? html`<button class="btn small" type="button" disabled=${busy} aria-label=${`Reset ${label.toLowerCase()} to the policy`}
+                onClick=${() => void reset([field], `${label}: the policy’s value again.`)}>Reset to policy</button>`
+            : null}</td>
+        </tr>`
+      })}</tbody>
+    </table></div>
+    ${problem ? html`<p class="alert" role="alert">${problem.detail}</p>` : what && !busy ? html`<p class="ok" role="status">${what}</p>` : null}
+  </section>`
+}
+
+/** Suspend (with an optional reason and end), change a suspension, or reinstate. */
+function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
+  const suspended = k.suspended_at !== null
+  const [reason, setReason] = useState(k.suspend_reason ?? '')
+  const [until, setUntil] = useState(k.suspended_until ? localInput(k.suspended_until) : '')
+  const { busy, problem, submit } = useSubmit(async () => {
+    const at = until ? new Date(until) : null
+    if (at && !(at.getTime() > Date.now())) invalid([{ field: 'body.until', message: 'A moment in the future, or empty: until you reinstate it.' }])
+    return post<Key>(apiPath`/v1/keys/${k.id}/suspend`, { ...(reason.trim() ? { reason: reason.trim() } : {}), ...(at ? { until: at.toISOString() } : {}) })
+  }, onDone)
+  const reinstate = useSubmit(() => post<Key>(apiPath`/v1/keys/${k.id}/reinstate`), onDone)
+  if (k.status === 'revoked') return null
+  return html`<form class="panel form" onSubmit=${submit} aria-labelledby="susp-h" novalidate>
+    <h2 id="susp-h">${suspended ? 'Suspended' : 'Suspend'}</h2>
+    ${suspended
+      ? html`<p>Validate answers <code>suspended</code> on every device since ${when(k.suspended_at)}${k.suspend_reason ? ` (${k.suspend_reason})` : ''}.
+          ${k.suspended_until ? ` Keyward reinstates it by itself at ${when(k.suspended_until)}.` : ' It stays suspended until you reinstate it.'}</p>
+          <div class="form-actions"><button class="btn primary" type="button" disabled=${reinstate.busy} onClick=${() => reinstate.submit()}>Reinstate key</button></div>
+          ${reinstate.problem ? html`<p class="alert" role="alert">${reinstate.problem.detail}</p>` : null}
+          <h3>Change the suspension</h3>`
+      : html`<p class="muted small">Pauses the key on every node at once; unlike a revoke, it can be reinstated. Devices keep their slots.</p>`}
+    <${Field} label="Why (optional)" id="susp-reason" name="reason" problem=${problem}>
+      <input id="susp-reason" maxlength="500" value=${reason} placeholder="e.g. payment overdue" onInput=${(e: Event) => setReason((e.target as HTMLInputElement).value)} />
+    </${Field}>
+    <${Field} label="Reinstate automatically at (optional)" id="susp-until" name="until" problem=${problem} hint="Your local time. Empty: until you reinstate it.">
+      <input id="susp-until" type="datetime-local" value=${until} onInput=${(e: Event) => setUntil((e.target as HTMLInputElement).value)} />
+    </${Field}>
+    <${FormProblem} problem=${problem} fields=${['reason', 'until']} />
+    <button class="btn danger" type="submit" disabled=${busy}>${suspended ? 'Save suspension' : 'Suspend key'}</button>
+  </form>`
+}
+
+/** `2026-11-30T10:00` in the browser's time zone, as a datetime-local input holds it. */
+function localInput(iso: string) {
+  const d = new Date(iso)
+  const pad = (n: number) => String(n).padStart(2, '0')
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`
+}
+
+/** A new key value for a leaked or lost one: shown once here, the old value refused at once. */
+function Reissue({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
+  const [value, setValue] = useState<string | null>(null)
+  const { busy, problem, submit } = useSubmit(() => post<CreatedKey>(apiPath`/v1/keys/${k.id}/reissue`), (c) => {
+    setValue(c.key_value)
+    onDone()
+  })
+  if (k.status === 'revoked') return null
+  const go = () => {
+    if (confirm(`Give key ${k.key_prefix}… a new value? The current value stops working at once on every node; devices, history and settings stay with the key.`)) submit()
+  }
+  return html`<section class="panel" aria-labelledby="reissue-h">
+    <h2 id="reissue-h">Reissue</h2>
+    ${value
+      ? html`<${Secret} label="New license key" value=${value}
+          note="Shown once: send it to your customer now. The old value no longer works anywhere; Keyward keeps only a hash." />`
+      : html`<p class="muted small">For a leaked key, or a customer who lost theirs: the key gets a new value. <strong>The current value stops working at once</strong>, on every node; devices, history and settings stay.</p>`}
+    ${problem ? html`<p class="alert" role="alert">${problem.detail}</p>` : null}
+    ${value ? null : html`<button class="btn danger" type="button" disabled=${busy} onClick=${go}>Reissue key value</button>`}
+  </section>`
+}
+
 function Revoke({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   const [reason, setReason] = useState('')
-  const { busy, problem, submit } = useSubmit(() => post(`/v1/keys/${k.id}/revoke`, reason ? { reason } : {}), onDone)
+  const { busy, problem, submit } = useSubmit(() => post(apiPath`/v1/keys/${k.id}/revoke`, reason ? { reason } : {}), onDone)
   if (k.status === 'revoked') return null
   return html`<form class="panel form" onSubmit=${(e: Event) => { e.preventDefault(); if (confirm('Revoke this key? Revoking is final: every device stops validating at once.')) submit() }} aria-label="Revoke">
     <h2>Revoke</h2>
@@ -147,7 +288,7 @@ function Revoke({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
 function Extend({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   const [date, setDate] = useState(k.expires_at ? k.expires_at.slice(0, 10) : '')
   const [perpetual, setPerpetual] = useState(false)
-  const { busy, problem, submit } = useSubmit(() => post(`/v1/keys/${k.id}/extend`, { expires_at: perpetual ? null : endOfDay(date) }), onDone)
+  const { busy, problem, submit } = useSubmit(() => post(apiPath`/v1/keys/${k.id}/extend`, { expires_at: perpetual ? null : endOfDay(date) }), onDone)
   if (k.status === 'revoked') return null
   return html`<form class="panel form" onSubmit=${submit} aria-label="Extend">
     <h2>Extend</h2>
@@ -163,9 +304,9 @@ function Extend({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
 function Offline({ k }: { k: KeyDetail }) {
   const [fp, setFp] = useState(k.activations.find((a) => a.status === 'active')?.device_fingerprint ?? '')
   const [days, setDays] = useState('30')
-  const [issued, setIssued] = useState<{ id: string; license: string; expires_at: string } | null>(null)
+  const [issued, setIssued] = useState<IssuedLicense | null>(null)
   const { busy, problem, submit } = useSubmit(
-    () => post<{ id: string; license: string; expires_at: string }>(`/v1/keys/${k.id}/offline-licenses`, { device_fingerprint: fp.trim().toLowerCase(), ttl_seconds: Math.round(Number(days) * 86400) }),
+    () => post<IssuedLicense>(apiPath`/v1/keys/${k.id}/offline-licenses`, { device_fingerprint: fp.trim().toLowerCase(), ttl_seconds: Math.round(Number(days) * 86400) }),
     setIssued,
   )
   const download = () => {
@@ -205,7 +346,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
   const release = async (a: Activation) => {
     setProblem(null)
     try {
-      await del(`/v1/keys/${k.id}/activations/${a.id}`)
+      await del(apiPath`/v1/keys/${k.id}/activations/${a.id}`)
       onChange()
     } catch (err) {
       setProblem((err as { problem?: { detail: string } }).problem?.detail ?? String(err))
@@ -246,32 +387,59 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
 }
 
 export function KeyPage({ id }: { id: string }) {
-  const key = useLoad(() => get<KeyDetail>(`/v1/keys/${id}`), [id])
-  const product = useLoad(async () => (key.data ? get<Product>(`/v1/products/${key.data.product_id}`).catch(() => null) : null), [key.data?.product_id])
+  const key = useLoad(() => get<KeyDetail>(apiPath`/v1/keys/${id}`), [id])
+  const product = useLoad(async () => (key.data ? get<Product>(apiPath`/v1/products/${key.data.product_id}`).catch(() => null) : null), [key.data?.product_id])
+  const policyId = key.data?.policy_id ?? null
+  const policy = useLoad(async () => (policyId ? get<Policy>(apiPath`/v1/policies/${policyId}`) : null), [policyId])
   if (key.error) return html`<${PageHead} title="License key" /><${LoadError} problem=${key.error} what="read license keys" />`
   const k = key.data
   if (!k) return html`<${PageHead} title="License key" /><${Spinner} />`
+  const p = policy.data
+  const pending = k.expiry_pending
   return html`<p class="crumbs"><a href="#/keys">License keys</a> /</p>
     <${PageHead} title=${`Key ${k.key_prefix}…`}>
       <${Badge} status=${k.status} />
       <a class="btn" href=${`#/activity?resource_id=${k.id}`}>Activity</a>
     </${PageHead}>
+    ${k.status === 'suspended'
+      ? html`<p class="alert warn" role="status">Suspended${k.suspend_reason ? ` (${k.suspend_reason})` : ''}: validate answers <code>suspended</code> on every device${k.suspended_until ? ` until ${when(k.suspended_until)}` : ' until you reinstate it'}.</p>`
+      : null}
     <section class="panel" aria-labelledby="about-h">
       <h2 id="about-h">About this key</h2>
       <dl class="props">
         <div><dt>Product</dt><dd>${product.data?.name ?? html`<span class="mono">${k.product_id}</span>`}</dd></div>
+        <div><dt>Policy</dt><dd>${k.policy_id ? html`<a href=${`#/policies/${k.policy_id}`}>${p?.name ?? k.policy_id}</a>` : 'None'}</dd></div>
         <div><dt>Plan</dt><dd>${k.plan ?? '—'}</dd></div>
-        <div><dt>Expires</dt><dd>${k.expires_at ? when(k.expires_at) : 'Never'}</dd></div>
+        <div><dt>Expires</dt><dd>${k.expires_at ? when(k.expires_at) : pending ? `${p?.duration ? termInWords(p.duration) : 'The policy’s term'} from the first activation` : 'Never'}</dd></div>
         <div><dt>Created</dt><dd>${when(k.created_at)}</dd></div>
+        ${k.suspended_at ? html`<div><dt>Suspended</dt><dd>${when(k.suspended_at)}${k.suspend_reason ? ` (${k.suspend_reason})` : ''}</dd></div>` : null}
+        ${k.suspended_until ? html`<div><dt>Reinstated at</dt><dd>${when(k.suspended_until)}</dd></div>` : null}
         ${k.revoked_at ? html`<div><dt>Revoked</dt><dd>${when(k.revoked_at)}${k.revoke_reason ? ` (${k.revoke_reason})` : ''}</dd></div>` : null}
         <div><dt>Devices</dt><dd>${k.activations_used} of ${k.activation_limit}</dd></div>
-        <div><dt>Inactive devices</dt><dd>${inWords(k.release_after_seconds)}</dd></div>
+        <div><dt>Inactive devices</dt><dd>${releaseInWords(k.release_after_seconds)}</dd></div>
         <div><dt>Released by the holder</dt><dd>${k.deactivations_allowed === null ? `${k.deactivations_used} (no limit)` : `${k.deactivations_used} of ${k.deactivations_allowed} allowed`}</dd></div>
+        <div><dt>Grace after expiry</dt><dd>${graceInWords(k.grace_seconds)}</dd></div>
+        <div><dt>After expiry</dt><dd>${afterExpiryInWords(k.after_expiry)}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${k.id}</dd></div>
       </dl>
     </section>
     <${Devices} k=${k} onChange=${key.reload} />
+    ${k.policy_id
+      ? policy.error
+        ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
+        : p ? html`<${Inheritance} k=${k} policy=${p} onDone=${key.reload} />` : html`<${Spinner} />`
+      : null}
     <${Settings} k=${k} onDone=${key.reload} />
+    ${k.policy_id && !p
+      ? null
+      : html`<${Entitlements} noun="key"
+          own=${k.policy_id ? ((k.overrides.entitlements ?? {}) as Own) : k.entitlements}
+          inherited=${k.policy_id ? p!.entitlements : null}
+          save=${(next: Own) => patch(apiPath`/v1/keys/${k.id}`, { entitlements: next })} onSaved=${key.reload} />`}
+    <div class="grid-2">
+      <${Suspension} k=${k} onDone=${key.reload} />
+      <${Reissue} k=${k} onDone=${key.reload} />
+    </div>
     <div class="grid-2">
       <${Extend} k=${k} onDone=${key.reload} />
       <${Revoke} k=${k} onDone=${key.reload} />

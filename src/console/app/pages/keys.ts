@@ -1,55 +1,61 @@
 import { useEffect, useState } from 'preact/hooks'
-import { ApiError, get, post, qs } from '../api'
-import { Badge, Field, fieldError, FormProblem, html, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
-import type { Product } from './products'
+import { apiPath, get, post, withQuery, type FieldError } from '../api'
+import { checks, termInWords } from '../settings'
+import { Badge, Field, fieldError, FormProblem, html, invalid, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { CreatedKey, KeyPage } from '../../../modules/keys/model'
+import type { Policy, PolicyList as PolicyListSchema } from '../../../modules/policies/model'
+import type { ProductList } from '../../../modules/products/model'
 
-export interface LicenseKey {
-  id: string
-  product_id: string
-  plan: string | null
-  status: 'active' | 'revoked' | 'expired'
-  activation_limit: number
-  activations_used: number
-  expires_at: string | null
-  created_at: string
-  revoked_at: string | null
-  revoke_reason: string | null
-  metadata: Record<string, unknown> | null
-  key_prefix: string
-}
-interface KeyPage {
-  data: LicenseKey[]
-  page: number
-  page_size: number
-  total: number
-  has_more: boolean
-}
+/** The model exports the schema only: its static type is the answer's. */
+type PolicyList = (typeof PolicyListSchema)['static']
 
 const PAGE_SIZE = 20
 
 /** `YYYY-MM-DD` from a date input → the end of that UTC day, as the API wants an instant. */
 export const endOfDay = (d: string) => (d ? new Date(`${d}T23:59:59Z`).toISOString() : null)
 
-function CreateKey({ products, onCreated, onCancel }: { products: Product[]; onCreated: () => void; onCancel: () => void }) {
-  const [productId, setProductId] = useState(products[0]?.id ?? '')
+function CreateKey({ products, policies, initialPolicy, onCreated, onCancel }: {
+  products: ProductList['data']
+  policies: Policy[]
+  initialPolicy: Policy | null
+  onCreated: () => void
+  onCancel: () => void
+}) {
+  const [productId, setProductId] = useState(initialPolicy?.product_id ?? products[0]?.id ?? '')
+  const [policyId, setPolicyId] = useState(initialPolicy?.id ?? '')
   const [plan, setPlan] = useState('')
-  const [limit, setLimit] = useState('3')
+  const [limit, setLimit] = useState(initialPolicy ? '' : '3')
   const [expires, setExpires] = useState('')
   const [metadata, setMetadata] = useState('')
-  const [created, setCreated] = useState<(LicenseKey & { key_value: string }) | null>(null)
+  const [created, setCreated] = useState<CreatedKey | null>(null)
+  const offered = policies.filter((p) => p.product_id === productId)
+  const policy = offered.find((p) => p.id === policyId) ?? null
+  const choosePolicy = (id: string) => {
+    setPolicyId(id)
+    // With a policy an empty field inherits its value; without one the key needs its own limit.
+    if (id && limit === '3') setLimit('')
+    if (!id && limit === '') setLimit('3')
+  }
   const { busy, problem, submit } = useSubmit(async () => {
+    const errors: FieldError[] = []
     let meta: unknown
     if (metadata.trim()) {
       try {
         meta = JSON.parse(metadata)
       } catch {
-        throw new ApiError({ status: 400, code: 'invalid_request', detail: 'Metadata is not valid JSON.', errors: [{ field: 'body.metadata', message: 'Not valid JSON: write an object such as {"customer": "ACME"}.' }] })
+        errors.push({ field: 'body.metadata', message: 'Not valid JSON: write an object such as {"customer": "ACME"}.' })
       }
     }
-    return post<LicenseKey & { key_value: string }>('/v1/keys', {
+    if (!(policy && limit.trim() === '')) {
+      const e = checks.limit(limit, 'body.activation_limit')
+      if (e) errors.push(e)
+    }
+    if (errors.length) invalid(errors)
+    return post<CreatedKey>(apiPath`/v1/keys`, {
       product_id: productId,
+      ...(policy ? { policy_id: policy.id } : {}),
       ...(plan ? { plan } : {}),
-      activation_limit: Number(limit),
+      ...(limit.trim() !== '' ? { activation_limit: Number(limit) } : {}),
       ...(expires ? { expires_at: endOfDay(expires) } : {}),
       ...(meta !== undefined ? { metadata: meta } : {}),
     })
@@ -65,22 +71,30 @@ function CreateKey({ products, onCreated, onCancel }: { products: Product[]; onC
     </div>`
   }
   if (products.length === 0) return html`<div class="panel"><p>Create a product first: every key belongs to one. <a href="#/products">Products</a></p></div>`
-  const fields = ['product_id', 'plan', 'activation_limit', 'expires_at', 'metadata']
-  return html`<form class="panel form" onSubmit=${submit} aria-label="New license key">
+  const fields = ['product_id', 'policy_id', 'plan', 'activation_limit', 'expires_at', 'metadata']
+  const term = policy?.duration ? `${termInWords(policy.duration)} ${policy.expiry_basis === 'first_activation' ? 'from its first activation' : 'from today'}` : 'never'
+  return html`<form class="panel form" onSubmit=${submit} aria-label="New license key" novalidate>
     <h2>New license key</h2>
     <div class="form-grid">
       <${Field} label="Product" id="key-product" name="product_id" problem=${problem}>
-        <select id="key-product" value=${productId} onChange=${(e: Event) => setProductId((e.target as HTMLSelectElement).value)}>
+        <select id="key-product" value=${productId} onChange=${(e: Event) => { setProductId((e.target as HTMLSelectElement).value); choosePolicy('') }}>
           ${products.map((p) => html`<option value=${p.id}>${p.name}</option>`)}
         </select>
       </${Field}>
+      <${Field} label="Policy" id="key-policy" name="policy_id" problem=${problem}
+        hint=${policy ? 'Empty fields below take the policy’s values, and follow its later edits.' : offered.length ? 'The key inherits its settings and entitlements.' : 'This product has no policy yet.'}>
+        <select id="key-policy" value=${policyId} onChange=${(e: Event) => choosePolicy((e.target as HTMLSelectElement).value)}>
+          <option value="">None</option>
+          ${offered.map((p) => html`<option value=${p.id}>${p.name}</option>`)}
+        </select>
+      </${Field}>
       <${Field} label="Plan (optional)" id="key-plan" name="plan" problem=${problem}>
-        <input id="key-plan" value=${plan} placeholder="e.g. pro" onInput=${(e: Event) => setPlan((e.target as HTMLInputElement).value)} />
+        <input id="key-plan" maxlength="64" value=${plan} placeholder=${policy ? (policy.plan ? `${policy.plan} (policy)` : 'none (policy)') : 'e.g. pro'} onInput=${(e: Event) => setPlan((e.target as HTMLInputElement).value)} />
       </${Field}>
       <${Field} label="Devices allowed" id="key-limit" name="activation_limit" problem=${problem}>
-        <input id="key-limit" type="number" min="1" max="10000" value=${limit} onInput=${(e: Event) => setLimit((e.target as HTMLInputElement).value)} />
+        <input id="key-limit" type="number" min="1" max="10000" value=${limit} placeholder=${policy ? `${policy.activation_limit} (policy)` : ''} onInput=${(e: Event) => setLimit((e.target as HTMLInputElement).value)} />
       </${Field}>
-      <${Field} label="Expires (optional)" id="key-expires" name="expires_at" problem=${problem} hint="End of that day, UTC. Empty: never.">
+      <${Field} label="Expires (optional)" id="key-expires" name="expires_at" problem=${problem} hint=${policy ? `End of that day, UTC. Empty: the policy’s term (${term}).` : 'End of that day, UTC. Empty: never.'}>
         <input id="key-expires" type="date" value=${expires} onInput=${(e: Event) => setExpires((e.target as HTMLInputElement).value)} />
       </${Field}>
       <${Field} label="Metadata (optional JSON)" id="key-meta" name="metadata" problem=${problem}>
@@ -108,10 +122,13 @@ export function Keys({ query }: { query: URLSearchParams }) {
   const [typed, setTyped] = useState('')
   const [prefix, setPrefix] = useState('')
   const [page, setPage] = useState(0)
-  const [creating, setCreating] = useState(false)
-  const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
+  // `#/keys?policy=pol_…` (a policy's "New key with this policy") opens the form with it chosen.
+  const asked = query.get('policy')
+  const [creating, setCreating] = useState(!!asked)
+  const products = useLoad(() => get<ProductList>(apiPath`/v1/products`).catch((): ProductList => ({ data: [] })), [])
+  const policies = useLoad(() => get<PolicyList>(apiPath`/v1/policies`).catch((): PolicyList => ({ data: [] })), [])
   const list = useLoad(
-    () => get<KeyPage>('/v1/keys' + qs({ product_id: product, status, key_prefix: prefix, page, page_size: PAGE_SIZE })),
+    () => get<KeyPage>(withQuery(apiPath`/v1/keys`, { product_id: product, status, key_prefix: prefix, page, page_size: PAGE_SIZE })),
     [product, status, prefix, page],
   )
   // The search runs a moment after typing stops (or at once on Enter).
@@ -133,7 +150,10 @@ export function Keys({ query }: { query: URLSearchParams }) {
   return html`<${PageHead} title="License keys">
       <button class="btn primary" type="button" disabled=${creating} onClick=${() => setCreating(true)}>New key</button>
     </${PageHead}>
-    ${creating ? html`<${CreateKey} products=${products.data?.data ?? []} onCreated=${list.reload} onCancel=${() => setCreating(false)} />` : null}
+    ${creating && products.data && policies.data
+      ? html`<${CreateKey} products=${products.data.data} policies=${policies.data.data} initialPolicy=${policies.data.data.find((p) => p.id === asked) ?? null}
+          onCreated=${list.reload} onCancel=${() => setCreating(false)} />`
+      : null}
     <form class="filters" role="search" aria-label="Filter the keys" onSubmit=${(e: Event) => { e.preventDefault(); setPrefix(toKeyPrefix(typed)); setPage(0) }}>
       <${Field} label="Key starts with" id="f-prefix" name="key_prefix" problem=${prefixProblem}>
         <input id="f-prefix" type="search" class="mono" value=${typed} placeholder="ABCDE" autocomplete="off" spellcheck=${false} maxlength="29"
@@ -150,7 +170,7 @@ export function Keys({ query }: { query: URLSearchParams }) {
       <div class="field inline-field">
         <label for="f-status">Status</label>
         <select id="f-status" value=${status} onChange=${(e: Event) => { setStatus((e.target as HTMLSelectElement).value); setPage(0) }}>
-          <option value="">All</option><option value="active">Active</option><option value="revoked">Revoked</option><option value="expired">Expired</option>
+          <option value="">All</option><option value="active">Active</option><option value="suspended">Suspended</option><option value="revoked">Revoked</option><option value="expired">Expired</option>
         </select>
       </div>
     </form>

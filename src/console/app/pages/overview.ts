@@ -1,43 +1,30 @@
 import { useState } from 'preact/hooks'
-import { get, qs } from '../api'
+import { apiPath, get, withQuery } from '../api'
 import { DailyBars, HBars, StackedDailyBars, type Stack } from '../chart'
 import { html, LoadError, num, PageHead, Spinner, useLoad } from '../ui'
+import type { ValidateOutcome } from '../../../core/outcomes'
+import type { CountryEntry, Overview as Figures, Range, TrendEntry, ValidationsEntry } from '../../../modules/analytics/model'
+import type { ProductList } from '../../../modules/products/model'
 
-interface Overview {
-  total_keys: number
-  active_keys: number
-  total_activations: number
-  activations_today: number
-  expiring_soon: number
-  api_calls_today: number
-  api_calls_limit_today: number
+/**
+ * How each validate outcome is drawn, bottom of the stack first. Keyed by the one outcomes list
+ * (core/outcomes.ts), so an outcome added there is not forgotten here: this does not compile until it
+ * has a label and a colour.
+ */
+const DRAWN: Record<ValidateOutcome, { label: string; color: string }> = {
+  valid: { label: 'Valid', color: '--c-valid' },
+  activation_limit: { label: 'Device limit', color: '--c-limit' },
+  expired: { label: 'Expired', color: '--c-expired' },
+  suspended: { label: 'Suspended', color: '--c-suspended' },
+  entitlements_missing: { label: 'Missing entitlement', color: '--c-entitlements' },
+  device_already_used: { label: 'Device used another key', color: '--c-device-used' },
+  revoked: { label: 'Revoked', color: '--c-revoked' },
+  not_found: { label: 'Unknown key', color: '--c-unknown' },
+  rate_limited: { label: 'Over daily limit', color: '--c-rate' },
 }
-interface Product {
-  id: string
-  name: string
-}
-interface ValidationsDay {
-  date: string
-  valid: number
-  not_found: number
-  revoked: number
-  expired: number
-  activation_limit: number
-  rate_limited: number
-}
-type Range = '7d' | '30d' | '90d'
-
-/** How validate calls were answered, bottom of the stack first. */
-const OUTCOMES: Stack[] = [
-  { key: 'valid', label: 'Valid', color: '--c-valid' },
-  { key: 'activation_limit', label: 'Device limit', color: '--c-limit' },
-  { key: 'expired', label: 'Expired', color: '--c-expired' },
-  { key: 'revoked', label: 'Revoked', color: '--c-revoked' },
-  { key: 'not_found', label: 'Unknown key', color: '--c-unknown' },
-  { key: 'rate_limited', label: 'Over daily limit', color: '--c-rate' },
-]
+const OUTCOMES: Stack[] = Object.entries(DRAWN).map(([key, drawn]) => ({ key, ...drawn }))
 /** Neither belongs to a product: with a product filter they are always 0. */
-const NO_PRODUCT = new Set(['not_found', 'rate_limited'])
+const NO_PRODUCT = new Set<string>(['not_found', 'rate_limited'] satisfies ValidateOutcome[])
 
 const countryName = (() => {
   try {
@@ -69,11 +56,11 @@ function Usage({ used, limit }: { used: number; limit: number }) {
 export function Overview() {
   const [range, setRange] = useState<Range>('30d')
   const [product, setProduct] = useState('')
-  const overview = useLoad(() => get<Overview>('/v1/analytics/overview'), [])
-  const products = useLoad(() => get<{ data: Product[] }>('/v1/products').catch(() => ({ data: [] as Product[] })), [])
-  const trend = useLoad(() => get<{ date: string; activations: number }[]>('/v1/analytics/activations' + qs({ range, product_id: product })), [range, product])
-  const outcomes = useLoad(() => get<ValidationsDay[]>('/v1/analytics/validations' + qs({ range, product_id: product })), [range, product])
-  const geo = useLoad(() => get<{ country: string; activations: number }[]>('/v1/analytics/geography'), [])
+  const overview = useLoad(() => get<Figures>(apiPath`/v1/analytics/overview`), [])
+  const products = useLoad(() => get<ProductList>(apiPath`/v1/products`).catch((): ProductList => ({ data: [] })), [])
+  const trend = useLoad(() => get<TrendEntry[]>(withQuery(apiPath`/v1/analytics/activations`, { range, product_id: product })), [range, product])
+  const outcomes = useLoad(() => get<ValidationsEntry[]>(withQuery(apiPath`/v1/analytics/validations`, { range, product_id: product })), [range, product])
+  const geo = useLoad(() => get<CountryEntry[]>(apiPath`/v1/analytics/geography`), [])
   if (overview.error) return html`<${PageHead} title="Overview" /><${LoadError} problem=${overview.error} what="read analytics" />`
   const o = overview.data
   const days = Number(range.replace('d', ''))
@@ -120,7 +107,7 @@ export function Overview() {
             : outcomes.data
               ? html`<${StackedDailyBars}
                     label="Validations by outcome"
-                    days=${outcomes.data as unknown as Record<string, number | string>[]}
+                    days=${outcomes.data}
                     stacks=${product ? OUTCOMES.filter((s) => !NO_PRODUCT.has(s.key)) : OUTCOMES} />`
               : html`<${Spinner} />`}
         </section>

@@ -1,16 +1,7 @@
 import { useState } from 'preact/hooks'
-import { del, get, post, put } from '../api'
+import { apiPath, del, get, post, put } from '../api'
 import { Field, FormProblem, html, LoadError, num, PageHead, Spinner, useLoad, useSubmit, when } from '../ui'
-
-export interface Product {
-  id: string
-  name: string
-  slug: string
-  description: string | null
-  created_at: string
-  active_keys: number
-  total_activations: number
-}
+import type { Product, ProductList } from '../../../modules/products/model'
 
 const slugOf = (name: string) =>
   name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 64)
@@ -23,8 +14,8 @@ function ProductForm({ product, onDone, onCancel }: { product?: Product; onDone:
   const { busy, problem, submit } = useSubmit(
     () =>
       product
-        ? put(`/v1/products/${product.id}`, { name, description: description || null })
-        : post('/v1/products', { name, slug, ...(description ? { description } : {}) }),
+        ? put(apiPath`/v1/products/${product.id}`, { name, description: description || null })
+        : post(apiPath`/v1/products`, { name, slug, ...(description ? { description } : {}) }),
     onDone,
   )
   const slugProblem = problem?.code === 'slug_taken' ? { ...problem, errors: [{ field: 'body.slug', message: problem.detail }] } : problem
@@ -60,7 +51,7 @@ function ProductForm({ product, onDone, onCancel }: { product?: Product; onDone:
 }
 
 function DeleteButton({ product, onDone }: { product: Product; onDone: () => void }) {
-  const { busy, problem, submit } = useSubmit(() => del(`/v1/products/${product.id}`), onDone)
+  const { busy, problem, submit } = useSubmit(() => del(apiPath`/v1/products/${product.id}`), onDone)
   const confirmThen = () => {
     if (confirm(`Delete ${product.name}? Its revoked and expired keys go with it.`)) submit()
   }
@@ -73,7 +64,7 @@ function DeleteButton({ product, onDone }: { product: Product; onDone: () => voi
 }
 
 export function Products() {
-  const list = useLoad(() => get<{ data: Product[] }>('/v1/products'), [])
+  const list = useLoad(() => get<ProductList>(apiPath`/v1/products`), [])
   const [creating, setCreating] = useState(false)
   const [editing, setEditing] = useState<string | null>(null)
   if (list.error) return html`<${PageHead} title="Products" /><${LoadError} problem=${list.error} what="list products" />`

@@ -1,28 +1,9 @@
 import { useState } from 'preact/hooks'
 // The event types the server emits, from the one list it validates subscriptions against.
-import { EVENT_TYPES } from '../../../core/events'
-import { del, get, patch, post } from '../api'
+import { EVENT_TYPES, type EventType } from '../../../core/events'
+import { apiPath, del, get, patch, post } from '../api'
 import { Badge, Field, FormProblem, html, LoadError, navigate, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
-
-interface Webhook {
-  id: string
-  url: string
-  events: string[]
-  is_active: boolean
-  created_at: string
-}
-interface Attempt {
-  id: string
-  event_id: string
-  event_type: string
-  attempt: number
-  status_code: number | null
-  success: boolean
-  duration_ms: number | null
-  error: string | null
-  created_at: string
-}
-
+import type { Webhook, WebhookDetail, WebhookList, WebhookWithSecret } from '../../../modules/webhooks/model'
 
 /** In columns, alphabetically: each kind of object's events stay together. */
 const SORTED_TYPES = [...EVENT_TYPES].sort()
@@ -33,14 +14,14 @@ function eventsSummary(events: string[]) {
   return events.length > 3 ? `${events.slice(0, 3).join(', ')} and ${events.length - 3} more` : events.join(', ')
 }
 
-function WebhookForm({ hook, onDone, onCancel }: { hook?: Webhook; onDone: (w: Webhook & { secret?: string }) => void; onCancel: () => void }) {
+function WebhookForm({ hook, onDone, onCancel }: { hook?: Webhook; onDone: (w: Webhook | WebhookWithSecret) => void; onCancel: () => void }) {
   const [url, setUrl] = useState(hook?.url ?? '')
-  const [events, setEvents] = useState<string[]>(hook?.events ?? ['key.created', 'key.revoked'])
+  const [events, setEvents] = useState<EventType[]>(hook?.events ?? ['key.created', 'key.revoked'])
   const { busy, problem, submit } = useSubmit(
-    () => (hook ? patch<Webhook>(`/v1/webhooks/${hook.id}`, { url, events }) : post<Webhook & { secret: string }>('/v1/webhooks', { url, events })),
+    () => (hook ? patch<Webhook>(apiPath`/v1/webhooks/${hook.id}`, { url, events }) : post<WebhookWithSecret>(apiPath`/v1/webhooks`, { url, events })),
     onDone,
   )
-  const toggle = (t: string) => setEvents(events.includes(t) ? events.filter((x) => x !== t) : [...events, t])
+  const toggle = (t: EventType) => setEvents(events.includes(t) ? events.filter((x) => x !== t) : [...events, t])
   const eventsError = problem?.errors?.find((e) => e.field.includes('events'))
   return html`<form class="panel form" onSubmit=${submit} aria-label=${hook ? 'Edit webhook' : 'New webhook'}>
     <h2>${hook ? 'Edit webhook' : 'New webhook'}</h2>
@@ -67,7 +48,7 @@ function WebhookForm({ hook, onDone, onCancel }: { hook?: Webhook; onDone: (w: W
 }
 
 export function Webhooks() {
-  const list = useLoad(() => get<{ data: Webhook[] }>('/v1/webhooks'), [])
+  const list = useLoad(() => get<WebhookList>(apiPath`/v1/webhooks`), [])
   const [creating, setCreating] = useState(false)
   const [secret, setSecret] = useState<{ id: string; secret: string } | null>(null)
   if (list.error) return html`<${PageHead} title="Webhooks" /><${LoadError} problem=${list.error} what="manage webhooks" />`
@@ -75,7 +56,7 @@ export function Webhooks() {
       <button class="btn primary" type="button" disabled=${creating} onClick=${() => { setSecret(null); setCreating(true) }}>New webhook</button>
     </${PageHead}>
     ${creating
-      ? html`<${WebhookForm} onCancel=${() => setCreating(false)} onDone=${(w: Webhook & { secret?: string }) => { setCreating(false); setSecret({ id: w.id, secret: w.secret ?? '' }); list.reload() }} />`
+      ? html`<${WebhookForm} onCancel=${() => setCreating(false)} onDone=${(w: WebhookWithSecret) => { setCreating(false); setSecret({ id: w.id, secret: w.secret }); list.reload() }} />`
       : null}
     ${secret ? html`<div class="panel"><${Secret} label="Signing secret" value=${secret.secret} note="Shown once: your receiver verifies each delivery with it (Standard Webhooks)." /><a class="btn" href=${`#/webhooks/${secret.id}`}>Open the webhook</a></div>` : null}
     ${!list.data
@@ -94,11 +75,11 @@ export function Webhooks() {
 }
 
 export function WebhookPage({ id }: { id: string }) {
-  const hook = useLoad(() => get<Webhook & { deliveries: Attempt[] }>(`/v1/webhooks/${id}`), [id])
+  const hook = useLoad(() => get<WebhookDetail>(apiPath`/v1/webhooks/${id}`), [id])
   const [editing, setEditing] = useState(false)
-  const test = useSubmit(() => post(`/v1/webhooks/${id}/test`), hook.reload)
-  const toggle = useSubmit(() => patch(`/v1/webhooks/${id}`, { is_active: !hook.data?.is_active }), hook.reload)
-  const remove = useSubmit(() => del(`/v1/webhooks/${id}`), () => navigate('#/webhooks'))
+  const test = useSubmit(() => post(apiPath`/v1/webhooks/${id}/test`), hook.reload)
+  const toggle = useSubmit(() => patch(apiPath`/v1/webhooks/${id}`, { is_active: !hook.data?.is_active }), hook.reload)
+  const remove = useSubmit(() => del(apiPath`/v1/webhooks/${id}`), () => navigate('#/webhooks'))
   if (hook.error) return html`<${PageHead} title="Webhook" /><${LoadError} problem=${hook.error} what="manage webhooks" />`
   const w = hook.data
   if (!w) return html`<${PageHead} title="Webhook" /><${Spinner} />`
@@ -134,7 +115,7 @@ export function WebhookPage({ id }: { id: string }) {
                 <td class="mono small">${d.event_type}</td>
                 <td class="num">${d.attempt}</td>
                 <td><${Badge} status=${d.success ? 'delivered' : 'failed'} /> ${d.status_code ?? ''}${d.error ? html`<div class="small muted break">${d.error}</div>` : null}</td>
-                <td class="hide-s num">${d.duration_ms ?? '—'} ms</td>
+                <td class="hide-s num">${d.duration_ms} ms</td>
               </tr>`,
             )}</tbody></table></div>`}
     </section>`

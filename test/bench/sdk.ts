@@ -4,9 +4,9 @@
 // Postgres of DATABASE_URL), so the CPU figures are this process's: the client's alone.
 // A program, not a test: run it on a quiet machine.
 //
-//   bun client/bench/sdk.ts [calls] [concurrency]
-//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun client/bench/sdk.ts
-//   BENCH_ROUNDS=5 bun client/bench/sdk.ts 5000 8
+//   bun test/bench/sdk.ts [calls] [concurrency]
+//   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun test/bench/sdk.ts
+//   BENCH_ROUNDS=5 bun test/bench/sdk.ts 5000 8
 //
 // Each round measures the three clients one after another; every figure printed is the median over
 // the rounds. "SDK's own CPU" is the client's CPU per call minus that of plain fetch of the same
@@ -14,11 +14,11 @@
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { createDatabaseOn } from '../../test/support/harness'
-import { prepareBenchKey } from '../../test/bench/fixture'
-import { median } from '../../test/bench/stats'
-import { startBenchNode } from '../../test/bench/servers'
-import { Keyward, memoryStorage } from '../src/index.ts'
+import { createDatabaseOn } from '../support/harness'
+import { prepareBenchKey } from './fixture'
+import { median } from './stats'
+import { startBenchNode } from './servers'
+import { Keyward, memoryStorage } from '../../client/src/index.ts'
 
 const CALLS = Number(process.argv[2] ?? 5000)
 const CONCURRENCY = Number(process.argv[3] ?? 8)
@@ -83,7 +83,8 @@ try {
   const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { ...headers, 'keyward-nonce': nonce }, body: bench.body })
   const body = new Uint8Array(await res.arrayBuffer())
   const [, t, sig] = /t=(\d+), sig=(\S+)$/.exec(res.headers.get('keyward-signature')!)!
-  const message = new Uint8Array([...new TextEncoder().encode(`keyward-answer/v1\n/v1/validate\n${nonce}\n${t}\n`), ...body])
+  const requestSha256 = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(bench.body))), (b) => b.toString(16).padStart(2, '0')).join('')
+  const message = new Uint8Array([...new TextEncoder().encode(`keyward-answer/v2\n/v1/validate\n${nonce}\n${t}\n${requestSha256}\n`), ...body])
   const key = await crypto.subtle.importKey('raw', Uint8Array.from(atob(publicKey), (c) => c.charCodeAt(0)), { name: 'Ed25519' }, false, ['verify'])
   const signature = Uint8Array.from(atob(sig!), (c) => c.charCodeAt(0))
   const N = 5000

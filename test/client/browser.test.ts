@@ -8,15 +8,16 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, normalize } from 'node:path'
 import type { Browser } from 'playwright-core'
-import { chromiumPresent, launchChromium } from '../../test/support/chromium'
-import { newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
-import { startFakeServer, type FakeServer } from './support/fake-server'
+import { chromiumPresent, launchChromium } from '../support/chromium'
+import { newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { startFakeServer, type FakeServer } from '../../client/test/support/fake-server'
+import { graceSlot } from '../../client/test/support/grace-slot'
 
 const present = chromiumPresent('client/test/browser.test.ts')
 
 setDefaultTimeout(120_000)
 const h = useHarness()
-const ROOT = join(import.meta.dir, '..')
+const ROOT = join(import.meta.dir, '..', '..', 'client')
 const DIST = join(ROOT, 'dist')
 
 let fake: FakeServer
@@ -55,7 +56,7 @@ test.skipIf(!present)('in Chromium: validate across origins is verified, forgeri
   await page.goto(`http://127.0.0.1:${site.port}/`)
   expect(new URL(fake.url).origin).not.toBe(`http://127.0.0.1:${site.port}`)
   const out = await page.evaluate(
-    async ({ api, publicKey }) => {
+    async ({ api, publicKey, slot }) => {
       const { Keyward, SignatureError } = await import('/dist/index.js' as string)
       const make = () => new Keyward({ baseUrl: api, token: 'kw_test', publicKey, productId: 'prod_web', backoffMs: 1, retries: 0 })
       const kw = make()
@@ -66,13 +67,13 @@ test.skipIf(!present)('in Chromium: validate across origins is verified, forgeri
         fingerprint,
         again,
         deviceId: localStorage.getItem('keyward:device-id'),
-        stored: localStorage.getItem('keyward:answer') !== null,
+        stored: localStorage.getItem(`keyward:${slot}`) !== null,
         first: { valid: first.valid, plan: first.plan, offline: first.offline },
         userAgent: navigator.userAgent,
         hasSignatureError: typeof SignatureError === 'function',
       }
     },
-    { api: fake.url, publicKey: fake.publicKeyRaw },
+    { api: fake.url, publicKey: fake.publicKeyRaw, slot: graceSlot('ABCDE-FGHJK-MNPQR-STVWX-YZ012', 'prod_web') },
   )
   expect(errors).toEqual([])
   expect(out.userAgent).toContain('Chrome')
@@ -83,23 +84,25 @@ test.skipIf(!present)('in Chromium: validate across origins is verified, forgeri
   expect(out.stored).toBe(true)
   expect(fake.requests.find((r) => r.path === '/v1/validate')?.body.device_fingerprint).toBe(out.fingerprint)
 
-  // A forged answer is an error in the browser too; then the service goes away: grace from localStorage.
-  const run = (mode: string) =>
+  // A forged answer is an error in the browser too (a key with no stored answer); for the stored key it
+  // counts as no answer, as the service going away does: grace from localStorage.
+  const run = (mode: string, key = 'ABCDE-FGHJK-MNPQR-STVWX-YZ012') =>
     page.evaluate(
-      async ({ api, publicKey }) => {
+      async ({ api, publicKey, key }) => {
         const { Keyward } = await import('/dist/index.js' as string)
         const kw = new Keyward({ baseUrl: api, token: 'kw_test', publicKey, productId: 'prod_web', backoffMs: 1, retries: 0 })
         try {
-          const r = await kw.validate({ key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012' })
+          const r = await kw.validate({ key })
           return { valid: r.valid, offline: r.offline }
         } catch (e: any) {
           return { error: e.code, name: e.name }
         }
       },
-      { api: fake.url, publicKey: fake.publicKeyRaw },
+      { api: fake.url, publicKey: fake.publicKeyRaw, key },
     ).then((r) => ({ mode, ...r }))
   fake.mode = 'wrong_key'
-  expect(await run('wrong_key')).toEqual({ mode: 'wrong_key', error: 'bad_signature', name: 'SignatureError' })
+  expect(await run('wrong_key', 'ZZZZZ-FGHJK-MNPQR-STVWX-YZ012')).toEqual({ mode: 'wrong_key', error: 'bad_signature', name: 'SignatureError' })
+  expect(await run('wrong_key')).toEqual({ mode: 'wrong_key', valid: true, offline: true })
   fake.mode = 'down'
   expect(await run('down')).toEqual({ mode: 'down', valid: true, offline: true })
   fake.mode = 'ok'
@@ -122,17 +125,20 @@ test.skipIf(!present)('in Chromium against a real node across origins: validate,
   await page.goto(`http://127.0.0.1:${site.port}/`)
   expect(new URL(h.node.url).origin).not.toBe(`http://127.0.0.1:${site.port}`)
   const out = await page.evaluate(
-    async ({ api, validateToken, readToken, publicKey, productId, key, revokedKey }) => {
-      const { Keyward } = await import('/dist/index.js' as string)
+    async ({ api, validateToken, readToken, publicKey, productId, key, revokedKey, slot }) => {
+      const { Keyward, memoryStorage } = await import('/dist/index.js' as string)
       const make = (opts: object = {}) => new Keyward({ baseUrl: api, token: validateToken, publicKey, productId, retries: 0, ...opts })
       const outcome = (p: Promise<any>) => p.then((r) => ({ valid: r.valid, reason: r.reason }), (e) => ({ name: e.name, code: e.code, status: e.status, signed: e.signed }))
       localStorage.clear()
       const kw = make()
       const first = await kw.validate({ key, deviceName: 'web app', appVersion: 'web-1' })
-      const stored = localStorage.getItem('keyward:answer')
+      const stored = localStorage.getItem(`keyward:${slot}`)
       const screen = await kw.devices()
-      // The node's genuine answer with one byte changed on the way: the browser's own check refuses it.
+      // The node's genuine answer with one byte changed on the way: the browser's own check refuses it
+      // (a storage with no stored answer: with one, it would stand in, as when the service is away).
       const tampering = make({
+        storage: memoryStorage(),
+        fingerprint: await kw.fingerprint(),
         fetch: async (input: string, init: RequestInit) => {
           const res = await fetch(input, init)
           const text = (await res.text()).replace('"valid":true', '"valid": true')
@@ -149,10 +155,10 @@ test.skipIf(!present)('in Chromium against a real node across origins: validate,
         forbidden: await outcome(make({ token: readToken }).validate({ key })),
         tampered: await outcome(tampering.validate({ key })),
         deactivated: await kw.deactivate(),
-        storedAfter: localStorage.getItem('keyward:answer'),
+        storedAfter: localStorage.getItem(`keyward:${slot}`),
       }
     },
-    { api: h.node.url, validateToken, readToken, publicKey, productId, key: key.key_value, revokedKey: revoked.key_value },
+    { api: h.node.url, validateToken, readToken, publicKey, productId, key: key.key_value, revokedKey: revoked.key_value, slot: graceSlot(key.key_value, productId) },
   )
   expect(errors).toEqual([])
   expect(out.first).toMatchObject({ valid: true, plan: 'web', offline: false, activationsUsed: 1 })

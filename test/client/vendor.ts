@@ -1,4 +1,4 @@
-import { newProduct, scopedToken, type Harness } from '../../../test/support/harness'
+import { newProduct, scopedToken, type Harness } from '../support/harness'
 
 /**
  * The vendor's side of a test against a real node: an account (its full_access `token`), a product,

@@ -4,12 +4,13 @@
 // device end grace; and the heartbeat holds a floating seat (release_after_seconds) while a device that
 // stopped beating is released by the node's inactivity job, then reports the seat lost.
 import { afterAll, beforeAll, beforeEach, expect, setDefaultTimeout, test } from 'bun:test'
-import { fingerprint as randomFingerprint, newKey, useHarness } from '../../test/support/harness'
-import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
-import { events, until } from '../../test/validation/support'
-import { Keyward, memoryStorage, UnreachableError, type FetchLike, type KeywardError, type KeywardOptions, type ValidateResult } from '../src/index.ts'
-import { rejection } from './support/rejection'
-import { vendorOn } from './support/vendor'
+import { fingerprint as randomFingerprint, newKey, useHarness } from '../support/harness'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { events, until } from '../validation/support'
+import { Keyward, memoryStorage, UnreachableError, type FetchLike, type KeywardError, type KeywardOptions, type ValidateResult } from '../../client/src/index.ts'
+import { graceSlot } from '../../client/test/support/grace-slot'
+import { rejection } from '../../client/test/support/rejection'
+import { vendorOn } from './vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness()
@@ -34,6 +35,8 @@ const sdk = (opts: Partial<KeywardOptions> = {}) =>
   new Keyward({ baseUrl: proxy.url('http'), token: validateToken, publicKey, productId, storage: memoryStorage(), retries: 0, backoffMs: 1, ...opts })
 
 const key = (extra: Record<string, unknown> = {}) => newKey(h.call, token, productId, { plan: 'pro', ...extra }) as Promise<{ id: string; key_value: string }>
+/** A key's stored grace answer in a client's storage (null when none). */
+const storedAnswer = (kw: Keyward, keyValue: string) => kw.storage.get(graceSlot(keyValue, productId))
 const activations = async (keyId: string) => (await h.call('GET', `/v1/keys/${keyId}`, { token })).body.activations as any[]
 
 test('grace: the node refuses connections or never answers: the stored answer stands in, offline; refused after a clock set back and after graceSeconds', async () => {
@@ -103,9 +106,9 @@ test('retries: the node comes back while the client backs off: the retry gets a 
 })
 
 test('the node\'s definitive refusals end grace: revoked, expired, activation_limit', async () => {
-  const refusedThenNoGrace = async (kw: Keyward, reason: string) => {
+  const refusedThenNoGrace = async (kw: Keyward, keyValue: string, reason: string) => {
     expect(await kw.validate()).toMatchObject({ valid: false, reason, offline: false })
-    expect(await kw.storage.get('answer')).toBeNull()
+    expect(await storedAnswer(kw, keyValue)).toBeNull()
     proxy.refuse()
     expect(await rejection(kw.validate())).toBeInstanceOf(UnreachableError)
     proxy.restore()
@@ -114,16 +117,16 @@ test('the node\'s definitive refusals end grace: revoked, expired, activation_li
   const revoked = await key()
   const a = sdk({ key: revoked.key_value })
   expect((await a.validate()).valid).toBe(true)
-  expect(await a.storage.get('answer')).not.toBeNull()
+  expect(await storedAnswer(a, revoked.key_value)).not.toBeNull()
   expect((await h.call('POST', `/v1/keys/${revoked.id}/revoke`, { token, body: {} })).status).toBe(200)
-  await refusedThenNoGrace(a, 'revoked')
+  await refusedThenNoGrace(a, revoked.key_value, 'revoked')
 
   const expiresAt = Date.now() + 1500
   const expiring = await key({ expires_at: new Date(expiresAt).toISOString() })
   const b = sdk({ key: expiring.key_value })
   expect((await b.validate()).valid).toBe(true)
   await Bun.sleep(Math.max(0, expiresAt - Date.now()) + 200)
-  await refusedThenNoGrace(b, 'expired')
+  await refusedThenNoGrace(b, expiring.key_value, 'expired')
 
   // A seat removed by the vendor (admin) and taken by another device: this one is over the limit.
   const single = await key({ activation_limit: 1 })
@@ -132,7 +135,7 @@ test('the node\'s definitive refusals end grace: revoked, expired, activation_li
   const [seat] = await activations(single.id)
   expect((await h.call('DELETE', `/v1/keys/${single.id}/activations/${seat.id}`, { token })).status).toBe(200)
   expect((await sdk({ fingerprint: randomFingerprint() }).validate({ key: single.key_value })).valid).toBe(true)
-  await refusedThenNoGrace(c, 'activation_limit')
+  await refusedThenNoGrace(c, single.key_value, 'activation_limit')
 })
 
 test('deactivating this device ends its grace; releasing another device does not', async () => {
@@ -148,7 +151,7 @@ test('deactivating this device ends its grace; releasing another device does not
 
   proxy.restore()
   expect(await kw.deactivate()).toMatchObject({ deactivated: true, activationsUsed: 0 })
-  expect(await kw.storage.get('answer')).toBeNull()
+  expect(await storedAnswer(kw, k.key_value)).toBeNull()
   proxy.refuse()
   expect(await rejection(kw.validate())).toBeInstanceOf(UnreachableError)
   expect((await activations(k.id)).map((a) => [a.status, a.deactivation_reason])).toEqual([
@@ -199,7 +202,7 @@ test('heartbeat: a beating device keeps its floating seat past release_after_sec
   await until(async () => lostB.length, (n) => n > 0)
   expect(lostB).toEqual([{ reason: 'activation_limit' }])
   expect(hbB.running).toBe(false)
-  expect(await B.storage.get('answer')).toBeNull()
+  expect(await storedAnswer(B, k.key_value)).toBeNull()
 
   // The vendor revokes the key: A's next beat reports it, once, and the heartbeat stops.
   expect((await h.call('POST', `/v1/keys/${k.id}/revoke`, { token, body: {} })).status).toBe(200)

@@ -10,16 +10,17 @@ import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fingerprint as randomFingerprint, newKey, useHarness } from '../../test/support/harness'
-import { startTcpProxy, type TcpProxy } from '../../test/support/tcp-proxy'
-import { until } from '../../test/validation/support'
-import { Keyward, memoryStorage } from '../src/index.ts'
-import { startFakeServer, type FakeServer } from './support/fake-server'
-import { vendorOn } from './support/vendor'
+import { fingerprint as randomFingerprint, newKey, useHarness } from '../support/harness'
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { until } from '../validation/support'
+import { Keyward, memoryStorage } from '../../client/src/index.ts'
+import { startFakeServer, type FakeServer } from '../../client/test/support/fake-server'
+import { graceSlot } from '../../client/test/support/grace-slot'
+import { vendorOn } from './vendor'
 
 setDefaultTimeout(120_000)
 const h = useHarness()
-const ROOT = join(import.meta.dir, '..')
+const ROOT = join(import.meta.dir, '..', '..', 'client')
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/
 
 let token: string
@@ -126,7 +127,9 @@ test('activate, run, devices, release another device, and the 409 once the relea
   expect(detail.activations[0]).toMatchObject({ device_fingerprint: fp, device_name: "alice's computer", app_version: '1.0.0', status: 'active' })
   // The grace answer kept on disk is the node's signed answer.
   const state = JSON.parse(readFileSync(join(user.home, 'state.json'), 'utf8'))
-  expect(JSON.parse(JSON.parse(state.answer).body)).toEqual({ valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 })
+  expect(JSON.parse(JSON.parse(state[graceSlot(k.key_value, productId)]).body)).toEqual({
+    valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3, policy_id: null, entitlements: {}, expired: false, grace_until: null,
+  })
 
   // The app runs while licensed, until the user quits it.
   const run = user.start(['run'])
@@ -251,7 +254,16 @@ test('every device slot taken, and a retired token: the user is told why', async
   const rotated = await h.call('POST', `/v1/api-keys/${created.body.id}/rotate`, { token })
   expect(rotated.status).toBe(200)
   expect(await old.cli('devices')).toEqual({ stdout: '', stderr: 'this build carries a retired token: please update the app\n', code: 1 })
-  expect(await old.cli('run')).toEqual({ stdout: '', stderr: 'this build carries a retired token: please update the app\n', code: 1 })
+  // A 401 cannot be signed, so anyone could send one: the app runs on its stored answer (grace), as offline.
+  const graced = old.start(['run'])
+  await graced.stdoutHas('Hello from the licensed app.')
+  expect((await quit(graced)).stdout).toStartWith('licensed (offline, last confirmed ')
+  // Without a stored answer (another user of the old build), the user is told why.
+  expect(await install({ KEYWARD_TOKEN: created.body.token }).cli('activate', fresh.key_value)).toEqual({
+    stdout: '',
+    stderr: 'this build carries a retired token: please update the app\n',
+    code: 1,
+  })
   const updated = await cli({ ...old.env, KEYWARD_TOKEN: rotated.body.token }, 'devices')
   expect(updated).toMatchObject({ stderr: '', code: 0 })
   expect(updated.stdout).toStartWith('1/3 devices (active)\n* ')
@@ -277,6 +289,56 @@ test('offline licenses the node issued: this device\'s is accepted with no netwo
     expect(await user.cli('offline', file)).toEqual({ stdout: '', stderr: 'offline license refused: wrong_device\n', code: 1 })
   } finally {
     proxy.restore()
+  }
+})
+
+test('a feature gated by an entitlement: `export` runs with the key\'s `export` entitlement (offline too, from the stored answer); without it the user is told and nothing is written', async () => {
+  const pro = await key({ entitlements: { export: true, projects: 5 } })
+  const user = install()
+  const licensedPro = 'licensed: plan pro, 1/3 devices, features: export, projects=5\n'
+  expect(await user.cli('activate', pro.key_value)).toEqual({ stdout: licensedPro, stderr: '', code: 0 })
+  const first = join(user.home, 'first.json')
+  expect(await user.cli('export', first)).toEqual({ stdout: `${licensedPro}exported to ${first}\n`, stderr: '', code: 0 })
+  expect(JSON.parse(readFileSync(first, 'utf8'))).toMatchObject({ projects: [] })
+
+  // The node unreachable: the stored signed answer lists `export`, so the feature still works offline.
+  const offline = join(user.home, 'offline.json')
+  proxy.refuse()
+  try {
+    const out = await user.cli('export', offline)
+    expect(out).toMatchObject({ stderr: '', code: 0 })
+    expect(out.stdout).toMatch(/^licensed \(offline, last confirmed \S+\)\nexported to /)
+    expect(existsSync(offline)).toBe(true)
+  } finally {
+    proxy.restore()
+  }
+
+  // The vendor takes `export` off the key: the next export is refused by the node, nothing written;
+  // the app itself still runs.
+  expect((await h.call('PATCH', `/v1/keys/${pro.id}`, { token, body: { entitlements: { projects: 5 } } })).status).toBe(200)
+  const refused = join(user.home, 'refused.json')
+  expect(await user.cli('export', refused)).toEqual({ stdout: '', stderr: 'your license does not include export: upgrade it to use this\n', code: 1 })
+  expect(existsSync(refused)).toBe(false)
+  const run = user.start(['run'])
+  await run.stdoutHas('Hello from the licensed app.')
+  expect((await quit(run)).stdout).toStartWith('licensed: plan pro, 1/3 devices, features: projects=5\n')
+
+  // A basic key (no entitlements): activated as before, export refused.
+  const basic = install()
+  expect(await basic.cli('activate', (await key({ plan: 'basic' })).key_value)).toEqual({ stdout: 'licensed: plan basic, 1/3 devices\n', stderr: '', code: 0 })
+  expect(await basic.cli('export', join(basic.home, 'x.json'))).toEqual({ stdout: '', stderr: 'your license does not include export: upgrade it to use this\n', code: 1 })
+})
+
+test('a computer clock 10 minutes off: the user is told to set it right, not that the answer is forged', async () => {
+  const fake: FakeServer = startFakeServer()
+  fake.mode = 'stale' // a genuine signature, signed 10 minutes before this computer's clock
+  try {
+    const user = install({ KEYWARD_URL: fake.url, KEYWARD_TOKEN: 'kw_test', KEYWARD_PUBLIC_KEY: fake.publicKeyRaw })
+    const out = await user.cli('activate', 'ABCDE-FGHJK-MNPQR-STVWX-YZ012')
+    expect(out).toMatchObject({ stdout: '', code: 1 })
+    expect(out.stderr).toMatch(/^this device's clock is about 10 minutes ahead of the license server's: set the date and time right and try again\n$/)
+  } finally {
+    await fake.stop()
   }
 })
 

@@ -1,16 +1,19 @@
 // The client against a real Keyward node (started by the test): validate's signed answers are verified
 // (and checked here a second time with node:crypto: the signature covers the path, the nonce the client
-// sent and the exact body, and `t` is the answer's signedAt), genuine answers tampered with on the way
-// are refused, the node's refusals come back typed, device_name and app_version reach the node, the
+// sent, the SHA-256 of the exact request body and the exact answer body, and `t` is the answer's
+// signedAt), genuine answers tampered with on the way are refused, a proxy that swaps the key or the
+// device in the request is caught, a clock that is off is its own error, the node's refusals come back typed, device_name and app_version reach the node, the
 // self-service screen (devices, deactivate, 409 deactivation_limit) works, and the node's signed error
 // answers (400, 403, 404, 409, 429) become typed errors marked `signed`, the 401 unsigned.
-import { createPublicKey, verify } from 'node:crypto'
+import { createHash, createPublicKey, verify } from 'node:crypto'
 import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { secondsToUtcMidnight } from '../../src/infra/counters'
-import { ADMIN_TOKEN, fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
-import { Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, type FetchLike, type KeywardOptions } from '../src/index.ts'
-import { rejection } from './support/rejection'
-import { vendorOn } from './support/vendor'
+import { ADMIN_TOKEN, fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { ClockSkewError, Keyward, KeywardError, memoryStorage, RateLimitedError, SignatureError, type FetchLike, type KeywardOptions } from '../../client/src/index.ts'
+import { graceSlot } from '../../client/test/support/grace-slot'
+import { rejection } from '../../client/test/support/rejection'
+import { data } from '../../client/test/support/data'
+import { vendorOn } from './vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness() // a real socket: POST /v1/validate through the node's fast path
@@ -33,6 +36,8 @@ interface Exchange {
   path: string
   nonce: string
   request: any
+  /** The request body exactly as sent. */
+  requestText: string
   status: number
   signature: string | null
   bytes: Uint8Array<ArrayBuffer>
@@ -48,6 +53,7 @@ function recorder(tamper?: (x: Exchange, res: Response) => Response | Promise<Re
       path: new URL(input).pathname,
       nonce: new Headers(init.headers as HeadersInit).get('keyward-nonce') ?? '',
       request: JSON.parse(String(init.body)),
+      requestText: String(init.body),
       status: res.status,
       signature: res.headers.get('keyward-signature'),
       bytes,
@@ -65,7 +71,8 @@ function recorder(tamper?: (x: Exchange, res: Response) => Response | Promise<Re
 function checkedByNode(x: Exchange, path: string, pem = publicKey.pem) {
   const m = /^alg=ed25519, kid=([0-9a-f]+), t=(\d+), sig=([A-Za-z0-9+/]+=*)$/.exec(x.signature ?? '')
   if (!m) throw new Error(`not a Keyward-Signature: ${x.signature}`)
-  const signed = Buffer.concat([Buffer.from(`keyward-answer/v1\n${path}\n${x.nonce}\n${m[2]}\n`, 'utf8'), x.bytes])
+  const requestSha256 = createHash('sha256').update(x.requestText, 'utf8').digest('hex')
+  const signed = Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${x.nonce}\n${m[2]}\n${requestSha256}\n`, 'utf8'), x.bytes])
   return { genuine: verify(null, signed, createPublicKey(pem), Buffer.from(m[3]!, 'base64')), kid: m[1], t: Number(m[2]) }
 }
 
@@ -76,7 +83,7 @@ test('validate: a signed valid answer, verified (nonce, path, t), typed, stored 
   const kw = sdk({ fetch: rec.fetch, storage })
   const before = Date.now()
   const first = await kw.validate({ key: k.key_value, deviceName: "Alice's laptop", appVersion: '3.2.1' })
-  expect(first).toEqual({ valid: true, plan: 'pro', expiresAt: null, activationsUsed: 1, activationLimit: 3, offline: false, signedAt: expect.any(Date) })
+  expect(data(first)).toEqual({ valid: true, plan: 'pro', expiresAt: null, activationsUsed: 1, activationLimit: 3, policyId: null, entitlements: {}, expired: false, graceUntil: null, offline: false, signedAt: expect.any(Date) })
 
   const [x] = rec.seen
   const fp = await kw.fingerprint()
@@ -87,10 +94,11 @@ test('validate: a signed valid answer, verified (nonce, path, t), typed, stored 
   expect(check).toEqual({ genuine: true, kid: publicKey.kid, t: first.signedAt.getTime() })
   expect(check.t).toBeGreaterThanOrEqual(before - 1000)
   expect(checkedByNode(x!, '/v1/devices').genuine).toBe(false) // the path is part of what is signed
+  expect(checkedByNode({ ...x!, requestText: x!.requestText.replace(fp, randomFingerprint()) }, '/v1/validate').genuine).toBe(false) // and the request
 
-  // The stored grace answer is the node's signed answer, byte for byte.
-  const stored = JSON.parse((await storage.get('answer'))!)
-  expect(stored).toMatchObject({ path: '/v1/validate', nonce: x!.nonce, t: check.t, kid: publicKey.kid, body: new TextDecoder().decode(x!.bytes) })
+  // The stored grace answer is the node's signed answer, byte for byte, with the request it answered.
+  const stored = JSON.parse((await storage.get(graceSlot(k.key_value, productId)))!)
+  expect(stored).toMatchObject({ path: '/v1/validate', nonce: x!.nonce, t: check.t, kid: publicKey.kid, request: x!.requestText, body: new TextDecoder().decode(x!.bytes) })
 
   // The node recorded the name and version on the activation.
   let activation = (await keyDetail(k.id)).activations[0]
@@ -117,7 +125,7 @@ test('validate: the node\'s refusals come back verified and typed (not_found, re
   const refused = async (keyValue: string, reason: string, client = kw) => {
     const n = rec.seen.length
     const r = await client.validate({ key: keyValue })
-    expect(r).toEqual({ valid: false, reason: reason as never, offline: false, signedAt: expect.any(Date) })
+    expect(data(r)).toEqual({ valid: false, reason, offline: false, signedAt: expect.any(Date) })
     // The node answers a refusal with 200 and a signed body (it is an answer, not an error).
     const x = rec.seen[n]!
     expect([x.status, JSON.parse(new TextDecoder().decode(x.bytes))]).toEqual([200, { valid: false, reason }])
@@ -177,9 +185,13 @@ test('genuine node answers changed on the way, replayed, from another route or a
     captured ??= { bytes: x.bytes, headers: res.headers }
     return new Response(captured.bytes, { status: 200, headers: captured.headers })
   })
-  const replayed = sdk({ fingerprint: fp, fetch: replaying.fetch })
+  const storage = memoryStorage()
+  const replayed = sdk({ fingerprint: fp, fetch: replaying.fetch, storage })
   expect((await replayed.validate({ key: k.key_value })).valid).toBe(true)
-  await refused('a replayed valid answer', replayed)
+  // The replay is refused; where this device has a stored answer, it stands in (marked offline), as when
+  // the service cannot be heard at all.
+  expect(await replayed.validate({ key: k.key_value })).toMatchObject({ valid: true, offline: true })
+  await refused('a replayed valid answer', sdk({ fingerprint: fp, fetch: replaying.fetch }))
 
   // The same nonce, answered by the node on another route (/v1/devices): the path is signed.
   const rerouted: FetchLike = (input, init) => fetch(input.replace('/v1/validate', '/v1/devices'), init)
@@ -200,10 +212,38 @@ test('genuine node answers changed on the way, replayed, from another route or a
   })
   await refused('unsigned', sdk({ fingerprint: fp, fetch: stripped.fetch }))
 
-  // `t` more than 5 minutes from the local clock, either way; within it is fine.
-  await refused('local clock 6 min ahead', sdk({ fingerprint: fp, now: () => Date.now() + 6 * 60_000 }))
-  await refused('local clock 6 min behind', sdk({ fingerprint: fp, now: () => Date.now() - 6 * 60_000 }))
+  // `t` more than 5 minutes from the local clock, either way: a genuine answer, a wrong clock (its own
+  // error, clock_skew); within it is fine.
+  for (const offset of [6 * 60_000, -6 * 60_000]) {
+    const err = await rejection(sdk({ fingerprint: fp, now: () => Date.now() + offset }).validate({ key: k.key_value }))
+    expect(err).toBeInstanceOf(ClockSkewError)
+    expect(err.code).toBe('clock_skew')
+  }
   expect((await sdk({ fingerprint: fp, now: () => Date.now() + 4 * 60_000 }).validate({ key: k.key_value })).valid).toBe(true)
+})
+
+test('a proxy that swaps in a bought key or another device (nonce forwarded) cannot make a revoked or made-up key valid', async () => {
+  const bought = await key({ activation_limit: 1 })
+  const boughtDevice = randomFingerprint()
+  expect((await sdk({ fingerprint: boughtDevice }).validate({ key: bought.key_value })).valid).toBe(true)
+  const revoked = await key()
+  expect((await h.call('POST', `/v1/keys/${revoked.id}/revoke`, { token, body: {} })).status).toBe(200)
+  /** The pirate's proxy: rewrites the request body's fields, keeps every header (the nonce too). */
+  const swapping = (fields: Record<string, string>): FetchLike => (input, init) =>
+    fetch(input, { ...init, body: JSON.stringify({ ...JSON.parse(String(init.body)), ...fields }) })
+  const cases: { name: string; keyValue: string; fields: Record<string, string> }[] = [
+    { name: 'revoked key, bought key and device swapped in', keyValue: revoked.key_value, fields: { key: bought.key_value, device_fingerprint: boughtDevice } },
+    { name: 'made-up key, bought key swapped in', keyValue: 'ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ-ZZZZZ', fields: { key: bought.key_value, device_fingerprint: boughtDevice } },
+    { name: 'bought key on a new device, the seated device swapped in', keyValue: bought.key_value, fields: { device_fingerprint: boughtDevice } },
+  ]
+  for (const c of cases) {
+    const storage = memoryStorage()
+    const err = await rejection(sdk({ fingerprint: randomFingerprint(), storage, fetch: swapping(c.fields) }).validate({ key: c.keyValue }))
+    expect({ name: c.name, signatureError: err instanceof SignatureError, code: err.code }).toEqual({ name: c.name, signatureError: true, code: 'bad_signature' })
+    expect(await storage.get(graceSlot(c.keyValue, productId))).toBeNull() // nothing stored for grace either
+  }
+  // The node saw only the bought key and device: still one seat.
+  expect((await keyDetail(bought.id)).activations_used).toBe(1)
 })
 
 test('devices() and deactivate(): the self-service screen against the node, 409 deactivation_limit typed and signed', async () => {
@@ -242,7 +282,7 @@ test('devices() and deactivate(): the self-service screen against the node, 409 
   expect(err.requestId).toMatch(/^req_/)
   expect(checkedByNode(rec.seen[0]!, '/v1/deactivate').genuine).toBe(true)
   expect((await mine.devices()).activationsUsed).toBe(1)
-  expect(await storage.get('answer')).not.toBeNull()
+  expect(await storage.get(graceSlot(k.key_value, productId))).not.toBeNull()
   // A device that holds no seat: 200 deactivated:false, cap or not.
   expect(await mine.deactivate(randomFingerprint())).toMatchObject({ deactivated: false, activationsUsed: 1 })
 

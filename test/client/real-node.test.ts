@@ -4,9 +4,10 @@
 import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'
 import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../../test/support/harness'
-import { Keyward, KeywardError, memoryStorage } from '../src/index.ts'
-import { vendorOn } from './support/vendor'
+import { fingerprint as randomFingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
+import { Keyward, KeywardError, memoryStorage } from '../../client/src/index.ts'
+import { data } from '../../client/test/support/data'
+import { vendorOn } from './vendor'
 
 setDefaultTimeout(60_000)
 const h = useHarness()
@@ -72,17 +73,17 @@ test('verifyLicense refuses a tampered license, another account\'s license and g
   const payload = { ...lic.payload, expires_at: '2099-01-01T00:00:00.000Z' }
   const forged = { ...envelope, enc: Buffer.from(JSON.stringify(payload)).toString('base64') }
   const text = `-----BEGIN KEYWARD LICENSE-----\n${Buffer.from(JSON.stringify(forged)).toString('base64')}\n-----END KEYWARD LICENSE-----\n`
-  expect(await kw.verifyLicense(text)).toEqual({ valid: false, reason: 'bad_signature' })
+  expect(data(await kw.verifyLicense(text))).toEqual({ valid: false, reason: 'bad_signature' })
 
   const otherToken = (await h.account()).token
   const otherProductId = (await newProduct(h.call, otherToken)).id
   const otherKey = await newKey(h.call, otherToken, otherProductId)
   const foreign = await h.call('POST', `/v1/keys/${otherKey.id}/offline-licenses`, { token: otherToken, body: { device_fingerprint: await kw.fingerprint() } })
   expect(foreign.status).toBe(201)
-  expect(await sdk({ productId: otherProductId }).verifyLicense(foreign.body.license)).toEqual({ valid: false, reason: 'bad_signature' })
+  expect(data(await sdk({ productId: otherProductId }).verifyLicense(foreign.body.license))).toEqual({ valid: false, reason: 'bad_signature' })
 
   for (const junk of ['', 'hello', '-----BEGIN KEYWARD LICENSE-----\n!!!\n-----END KEYWARD LICENSE-----', 'x'.repeat(20_000)]) {
-    expect(await kw.verifyLicense(junk)).toEqual({ valid: false, reason: 'malformed' })
+    expect(data(await kw.verifyLicense(junk))).toEqual({ valid: false, reason: 'malformed' })
   }
 })
 

@@ -1,0 +1,19 @@
+// A Node user's program compiled against the built package's declarations (dist/index.d.ts) with no
+// DOM lib: only ES2022 and @types/node, strict, library checks on. .ci/run compiles it after the build.
+import { ClockSkewError, Keyward, KeywardError, memoryStorage, SignatureError, type KeywardOptions, type ValidateResult } from '../../dist/index.js'
+
+const options: KeywardOptions = { baseUrl: 'https://license.example.com', token: 'kw_x', publicKey: 'AAAA', storage: memoryStorage() }
+const keyward = new Keyward(options)
+
+export async function check(key: string): Promise<string> {
+  try {
+    const result: ValidateResult = await keyward.validate({ key, requireEntitlements: ['export'] })
+    if (result.valid) return `licensed${result.offline ? ' (offline)' : ''}${result.has('export') ? `, export ${String(result.entitlement('export'))}` : ''}${result.expired ? ` until ${result.graceUntil?.toISOString()}` : ''}`
+    return result.reason === 'entitlements_missing' ? `missing ${result.missing.join(', ')}` : result.reason
+  } catch (err) {
+    if (err instanceof ClockSkewError) return err.detail
+    if (err instanceof SignatureError) return 'forged'
+    if (err instanceof KeywardError) return err.code
+    throw err
+  }
+}

@@ -1,0 +1,160 @@
+// Seat changes, in one place: a device claims a seat (validate's new device, an offline license), its
+// holder releases one (POST /v1/deactivate), the admin releases one (DELETE /v1/keys/:id/activations/:id),
+// the inactivity job releases idle ones (inactivity-release.ts). Validation decides answers and calls
+// these; offline calls them. Each change and its event commit in one transaction (the outbox); what
+// follows a commit is written once here:
+// - a claim announces the new device to every node (`device`: it only saves them a read; a failed
+//   broadcast is logged, the activation is committed either way);
+// - every release goes through `afterRelease`: the key is invalidated on every node and the bus waits
+//   until that is in force (each member's ack, its seen row, or its trust window: the fault rule every
+//   write follows), and only then is the seat freed. Until then the released activation holds its seat
+//   (`seat_held_until`, bounded by `seatHoldMs` should this node die first), so no other device can
+//   take it while some node may still answer valid for the released one; an inactivity release during
+//   a NATS outage once let a 2-seat key have 3 valid devices for a few hundred milliseconds.
+import { AppError, notFound } from '../../core/errors'
+import type { Principal } from '../../core/principal'
+import type { Deps } from '../../deps'
+import { KEYS_PER_MESSAGE } from '../../infra/bus'
+import { isId } from '../../infra/crypto'
+import type { Tx } from '../../infra/db'
+import { byApiKey, DEVICE, type Actor } from '../events/outbox'
+import type { Activation } from './model'
+import {
+  claimSlot,
+  countActive,
+  countUserRelease,
+  findActivation,
+  freeSeats,
+  isActiveDevice,
+  lockKeyForSlot,
+  mayReleaseAsUser,
+  releaseSlot,
+  type SlotKey,
+  type SlotResult,
+} from './repo'
+
+export type SeatDeps = Pick<Deps, 'sql' | 'bus' | 'log' | 'config'>
+
+/**
+ * The most a released seat stays held: longer than any invalidation wait (numbering the change, up to
+ * 2 s, then the members' trust window, DEGRADED_TTL_MS, and a margin). Normally the releasing node
+ * frees it as soon as its wait returns; this bound only matters when that node dies in between.
+ */
+export const seatHoldMs = (config: SeatDeps['config']) => config.degradedTtlMs + 5_000
+
+/** What a committed release changed: the activations whose seats are held, and their keys. */
+export interface Released {
+  activationIds: string[]
+  keyHashes: string[]
+  /** the account, when every key is one account's (a single release) */
+  accountId?: string
+}
+
+/**
+ * After a committed release, the one path every release takes: drop the keys from every node's memory
+ * and wait until that is in force, then free the held seats. A failed free is logged: the hold runs
+ * out on its own (`seatHoldMs`).
+ */
+export async function afterRelease(deps: SeatDeps, released: Released): Promise<void> {
+  const { keyHashes, accountId } = released
+  if (keyHashes.length === 1 && accountId !== undefined) await deps.bus.publish({ kind: 'key', accountId, keyHash: keyHashes[0]! })
+  else {
+    for (let i = 0; i < keyHashes.length; i += KEYS_PER_MESSAGE) {
+      await deps.bus.publish({ kind: 'keys', keyHashes: keyHashes.slice(i, i + KEYS_PER_MESSAGE) })
+    }
+  }
+  await freeSeats(deps.sql, released.activationIds).catch((err) =>
+    deps.log.warn({ err: String(err) }, 'freeing released seats failed; their hold runs out on its own'),
+  )
+}
+
+export type ClaimResult<T> =
+  | { kind: 'not_found' }
+  | { kind: 'revoked' | 'suspended' | 'expired'; key: SlotKey }
+  | { kind: 'limit'; key: SlotKey; activeCount: number }
+  | { kind: 'device_used'; key: SlotKey }
+  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SlotKey; extra: T })
+
+/** What a claim does with its seat in the same transaction (offline: store and sign the license). */
+export type InClaim<T> = (tx: Tx, key: SlotKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
+
+/**
+ * A device claims a seat of the key (`where`: by hash for validate, by id for offline), under the key
+ * row lock: its existing activation, a new one, or a refusal. `inClaim` runs in the transaction once a
+ * seat is held. A new device is announced to every node after the commit.
+ */
+export async function claimSeat<T = undefined>(
+  deps: SeatDeps,
+  accountId: string,
+  where: { id: string } | { keyHash: string },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  actor: Actor,
+  inClaim?: InClaim<T>,
+): Promise<ClaimResult<T>> {
+  const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
+    const key = await lockKeyForSlot(tx, accountId, where)
+    if (!key) return { kind: 'not_found' }
+    if (key.status === 'revoked') return { kind: 'revoked', key }
+    if (key.suspended) return { kind: 'suspended', key }
+    if (key.expired) return { kind: 'expired', key }
+    const seat = await claimSlot(tx, key, device, actor)
+    if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
+    return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
+  })
+  if (result.kind === 'created' && result.expirySet) {
+    // The first activation started the key's term (expiry_basis first_activation): every node reads
+    // the key again, with its expiry, before the answer. The activation is committed either way, so a
+    // failed broadcast is logged (nodes that missed it stop trusting their memory).
+    await deps.bus
+      .publish({ kind: 'key', accountId, keyHash: result.key.key_hash })
+      .catch((err) => deps.log.warn({ err: String(err) }, 'expiry broadcast failed'))
+  } else if (result.kind === 'created') {
+    await deps.bus
+      .publish({ kind: 'device', accountId, keyHash: result.key.key_hash, fingerprint: device.fingerprint, activationId: result.activation.id })
+      .catch((err) => deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+  }
+  return result
+}
+
+/**
+ * POST /v1/deactivate: the key's holder releases one of its devices (reason `user`), counted against
+ * `deactivations_allowed` under the key row lock: past the cap a release that would happen is 409
+ * `deactivation_limit` and nothing changes. null when the account has no key with this hash.
+ */
+export async function releaseByHolder(
+  deps: SeatDeps,
+  accountId: string,
+  keyHash: string,
+  fingerprint: string,
+): Promise<{ deactivated: boolean; used: number; limit: number } | null> {
+  const result = await deps.sql.begin(async (tx) => {
+    const key = await lockKeyForSlot(tx, accountId, { keyHash })
+    if (!key) return null
+    if (!mayReleaseAsUser(key) && (await isActiveDevice(tx, key.id, fingerprint))) {
+      throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
+    }
+    const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
+    if (released) await countUserRelease(tx, key.id)
+    return { released, used: await countActive(tx, key.id), limit: key.activation_limit }
+  })
+  if (!result) return null
+  if (result.released) await afterRelease(deps, { activationIds: [result.released.id], keyHashes: [keyHash], accountId })
+  return { deactivated: result.released !== null, used: result.used, limit: result.limit }
+}
+
+/** DELETE /v1/keys/:id/activations/:activation_id (reason `admin`); already deactivated → 200 as is. */
+export async function releaseByAdmin(deps: SeatDeps, who: Principal, keyId: string, activationId: string): Promise<Activation> {
+  if (!isId('key', keyId)) throw notFound('key', keyId)
+  if (!isId('act', activationId)) throw notFound('activation', activationId)
+  const result = await deps.sql.begin(async (tx) => {
+    const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
+    if (!key) throw notFound('key', keyId)
+    const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who), seatHoldMs(deps.config))
+    if (released) return { activation: released, keyHash: key.key_hash }
+    const activation = await findActivation(tx, keyId, activationId)
+    if (!activation) throw notFound('activation', activationId)
+    return { activation, keyHash: null }
+  })
+  if (result.keyHash) await afterRelease(deps, { activationIds: [result.activation.id], keyHashes: [result.keyHash], accountId: who.accountId })
+  return result.activation
+}

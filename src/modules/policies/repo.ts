@@ -1,0 +1,138 @@
+import type { JSONValue } from 'postgres'
+import type { Sql, Tx } from '../../infra/db'
+import { iso } from '../../core/values'
+import type { Policy } from './model'
+
+type Row = Omit<Policy, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date }
+
+const toPolicy = (r: Row): Policy => ({ ...r, created_at: iso(r.created_at)!, updated_at: iso(r.updated_at)! })
+
+const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, p.plan, p.activation_limit, p.duration, p.expiry_basis,
+  p.one_key_per_device, p.grace_seconds,
+  p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.metadata,
+  (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
+
+/** The settings a policy gives its keys (what validate and the key object merge). */
+export interface PolicySettings {
+  plan: string | null
+  activation_limit: number
+  duration: string | null
+  expiry_basis: 'creation' | 'first_activation'
+  one_key_per_device: boolean
+  grace_seconds: number
+  after_expiry: 'refuse' | 'keep'
+  release_after_seconds: number | null
+  deactivations_allowed: number | null
+  entitlements: Record<string, true | number | string>
+}
+
+export interface PolicyWrite extends PolicySettings {
+  name: string
+  metadata: Record<string, unknown>
+}
+
+export async function insertPolicy(tx: Tx, p: PolicyWrite & { id: string; accountId: string; productId: string }): Promise<Policy> {
+  await tx`insert into policies (id, account_id, product_id, name, plan, activation_limit, duration, expiry_basis, one_key_per_device,
+      grace_seconds, after_expiry, release_after_seconds, deactivations_allowed, entitlements, metadata)
+    values (${p.id}, ${p.accountId}, ${p.productId}, ${p.name}, ${p.plan}, ${p.activation_limit}, ${p.duration}, ${p.expiry_basis},
+      ${p.one_key_per_device}, ${p.grace_seconds},
+      ${p.after_expiry}, ${p.release_after_seconds}, ${p.deactivations_allowed}, ${tx.json(p.entitlements as JSONValue)},
+      ${tx.json(p.metadata as JSONValue)})`
+  return (await findPolicy(tx, p.accountId, p.id))!
+}
+
+export async function findPolicy(sql: Sql | Tx, accountId: string, id: string): Promise<Policy | null> {
+  const [row] = await sql<Row[]>`select ${columns(sql)} from policies p where p.id = ${id} and p.account_id = ${accountId}`
+  return row ? toPolicy(row) : null
+}
+
+/**
+ * The writable fields alone (what a PATCH compares against): without the `keys` count, which reads
+ * every key of the policy, so an edit's cost does not grow with the keys it governs.
+ */
+export async function findPolicyWrite(tx: Tx, id: string): Promise<PolicyWrite | null> {
+  const [row] = await tx<PolicyWrite[]>`select name, plan, activation_limit, duration, expiry_basis, one_key_per_device, grace_seconds,
+      after_expiry, release_after_seconds, deactivations_allowed, entitlements, metadata from policies where id = ${id}`
+  return row ?? null
+}
+
+/** Locks a policy row (edits and deletes; key creation takes it `for share`). */
+export async function lockPolicy(tx: Tx, accountId: string, id: string, mode: 'update' | 'share'): Promise<{ product_id: string } | null> {
+  const [row] =
+    mode === 'update'
+      ? await tx<{ product_id: string }[]>`select product_id from policies where id = ${id} and account_id = ${accountId} for update`
+      : await tx<{ product_id: string }[]>`select product_id from policies where id = ${id} and account_id = ${accountId} for share`
+  return row ?? null
+}
+
+export async function listPolicies(sql: Sql, accountId: string, productId: string | undefined): Promise<Policy[]> {
+  const rows = await sql<Row[]>`select ${columns(sql)} from policies p where p.account_id = ${accountId}
+    ${productId !== undefined ? sql`and p.product_id = ${productId}` : sql``}
+    order by p.created_at, p.id`
+  return rows.map(toPolicy)
+}
+
+export async function updatePolicy(tx: Tx, id: string, p: PolicyWrite): Promise<void> {
+  await tx`update policies set name = ${p.name}, plan = ${p.plan}, activation_limit = ${p.activation_limit}, duration = ${p.duration},
+      expiry_basis = ${p.expiry_basis}, one_key_per_device = ${p.one_key_per_device},
+      grace_seconds = ${p.grace_seconds}, after_expiry = ${p.after_expiry}, release_after_seconds = ${p.release_after_seconds},
+      deactivations_allowed = ${p.deactivations_allowed}, entitlements = ${tx.json(p.entitlements as JSONValue)},
+      metadata = ${tx.json(p.metadata as JSONValue)}, updated_at = now()
+    where id = ${id}`
+}
+
+/**
+ * The copy of release_after_seconds on the active activations of the policy's keys that inherit it
+ * (the inactivity job's index needs it on the activation row): one statement, whatever the count.
+ */
+export async function copyReleaseAfter(tx: Tx, policyId: string, releaseAfterSeconds: number | null): Promise<void> {
+  await tx`update activations a set release_after_seconds = ${releaseAfterSeconds}
+    from license_keys k
+    where k.policy_id = ${policyId} and not ('release_after_seconds' = any(k.own_fields))
+      and a.key_id = k.id and a.status = 'active'`
+}
+
+export async function hasKeys(tx: Tx, id: string): Promise<boolean> {
+  const rows = await tx`select 1 from license_keys where policy_id = ${id} limit 1`
+  return rows.length > 0
+}
+
+export async function deletePolicy(tx: Tx, id: string): Promise<void> {
+  await tx`delete from policies where id = ${id}`
+}
+
+/** The settings of one policy, any account (validate's policy cache). */
+export async function loadPolicySettings(sql: Sql, id: string): Promise<PolicySettings | null> {
+  const [row] = await sql<PolicySettings[]>`select plan, activation_limit, duration, expiry_basis, one_key_per_device, grace_seconds, after_expiry,
+      release_after_seconds, deactivations_allowed, entitlements from policies where id = ${id}`
+  return row ?? null
+}
+
+/** Joins a key `k` to its policy `p` (none: p's columns are null). */
+export const joinPolicy = (sql: Sql | Tx) => sql`left join policies p on p.id = k.policy_id`
+
+/** One of the settings a key may set itself: its own value when it does (or has no policy), else the policy's. */
+const own = (sql: Sql | Tx, field: 'plan' | 'activation_limit' | 'release_after_seconds' | 'deactivations_allowed') =>
+  sql`case when k.policy_id is null or ${field} = any(k.own_fields) then k.${sql(field)} else p.${sql(field)} end`
+
+/** The effective plan of `k` (for filters). */
+export const effectivePlan = (sql: Sql | Tx) => own(sql, 'plan')
+
+/**
+ * The effective settings of key `k` joined to its policy `p` (joinPolicy): the key's own value, else
+ * the policy's, else the default; entitlements are the policy's map with the key's own merged over
+ * it, nulls removed (core/entitlements.ts states the same rule).
+ */
+export const effectiveSettings = (sql: Sql | Tx) => sql`
+  ${own(sql, 'plan')} as plan,
+  ${own(sql, 'activation_limit')} as activation_limit,
+  ${own(sql, 'release_after_seconds')} as release_after_seconds,
+  ${own(sql, 'deactivations_allowed')} as deactivations_allowed,
+  coalesce(k.grace_seconds, p.grace_seconds, 0) as grace_seconds,
+  coalesce(k.after_expiry, p.after_expiry, 'refuse') as after_expiry,
+  jsonb_strip_nulls(coalesce(p.entitlements, '{}') || k.entitlements) as entitlements,
+  coalesce(p.one_key_per_device, false) as one_key_per_device`
+
+/** Whether validate refuses `k` for its expiry (past expires_at + grace, not kept), with its policy's terms. */
+export const expiryRefused = (sql: Sql | Tx) =>
+  sql`key_expiry_refused(k.expires_at, coalesce(k.grace_seconds, p.grace_seconds), coalesce(k.after_expiry, p.after_expiry))`

@@ -1,0 +1,211 @@
+// The delivery queue on its own (no node running): batched claims, batched results with mixed
+// outcomes, leases that run out, concurrent claimers, and a lone worker stopping with claimed jobs.
+// A fresh database per file, rows written directly.
+import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
+import { seal } from '../../src/infra/crypto'
+import type { Db } from '../../src/infra/db'
+import { migrate } from '../../src/infra/migrate'
+import { emitMany, SYSTEM } from '../../src/modules/events/outbox'
+import { claimDue, logAttempts, type AttemptRecord, type Job, type Verdict } from '../../src/modules/webhooks/queue'
+import type { AttemptOutcome } from '../../src/modules/webhooks/sender'
+import type { Deps } from '../../src/deps'
+import { createLogger } from '../../src/infra/log'
+import { DeliveryWorker } from '../../src/modules/webhooks/worker'
+import { freshDatabase, testConfig, type TestDb } from '../support/harness'
+import { LOCAL_DELIVERY } from './helpers'
+import { startReceiver } from './receiver'
+
+const KEY = new Uint8Array(32).fill(7)
+const OTHER_KEY = new Uint8Array(32).fill(8)
+const SECRET = 'whsec_' + Buffer.alloc(32, 1).toString('base64')
+const LEASE_MS = 60_000
+
+let tdb: TestDb
+let db: Db
+beforeAll(async () => {
+  tdb = await freshDatabase()
+  db = await tdb.open()
+  await migrate(db.sql)
+  await db.sql`insert into accounts (id, name, plan) values ('acc_q', 'Queue', 'enterprise')`
+}, 180_000)
+afterAll(async () => {
+  if (tdb?.url) await db?.close() // embedded: drop closes it
+  await tdb?.drop()
+})
+
+let webhooks = 0
+let webhookId = ''
+/** Each test gets its own webhook (and so its own deliveries); earlier tests' rows are finished. */
+beforeEach(async () => {
+  await db.sql`update webhook_deliveries set status = 'cancelled' where status = 'pending'`
+  await db.sql`update webhooks set is_active = false`
+  webhookId = `wh_q${++webhooks}`
+  await db.sql`insert into webhooks (id, account_id, url, events, secret_sealed)
+    values (${webhookId}, 'acc_q', 'http://127.0.0.1:9/hook', '{key.created}', ${seal(KEY, SECRET)})`
+})
+
+/** `n` events, committed: one pending delivery each for the test's webhook. */
+async function events(n: number): Promise<string[]> {
+  return db.sql.begin((tx) =>
+    emitMany(tx, Array.from({ length: n }, (_, i) => ({ accountId: 'acc_q', type: 'key.created' as const, data: { id: `key_${i}`, i }, actor: SYSTEM }))),
+  )
+}
+
+const delivery = async (id: string) => {
+  const [row] = await db.sql<{ status: string; attempts: number; due_in_ms: number }[]>`select status, attempts,
+      extract(epoch from next_attempt_at - now()) * 1000 as due_in_ms
+    from webhook_deliveries where id = ${id}`
+  return { ...row, due_in_ms: Number(row.due_in_ms) }
+}
+const attemptsOf = (id: string) =>
+  db.sql<{ attempt: number; success: boolean; status_code: number | null; error: string | null; created_at: Date }[]>`select attempt,
+      success, status_code, error, created_at from webhook_attempts where delivery_id = ${id} order by attempt`
+
+const ok: AttemptOutcome = { statusCode: 200, success: true, durationMs: 3, error: null }
+const err500: AttemptOutcome = { statusCode: 500, success: false, durationMs: 4, error: 'HTTP 500' }
+const rec = (job: Job, outcome: AttemptOutcome, verdict: Verdict): AttemptRecord => ({ job, outcome, verdict })
+
+test('one claim takes a batch of due deliveries, leases them and signs each; a second claim gets none of them', async () => {
+  const ids = await events(5)
+  const jobs = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  expect(new Set(jobs.map((j) => j.message.id))).toEqual(new Set(ids))
+  const order = jobs.map((j) => Number(j.deliveryId))
+  expect(order).toEqual([...order].sort((a, b) => a - b)) // oldest first (all due at once: by id)
+  for (const job of jobs) {
+    expect(job.webhookId).toBe(webhookId)
+    expect(job.attempts).toBe(0)
+    expect(job.message.headers['webhook-signature']).toStartWith('v1,')
+    const d = await delivery(job.deliveryId)
+    expect(d.status).toBe('pending')
+    expect(d.due_in_ms).toBeGreaterThan(LEASE_MS - 10_000) // leased, not due
+  }
+  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+})
+
+test('a batch of results with mixed outcomes is written in one statement, each as its verdict says', async () => {
+  await events(6)
+  const [succeeded, retried, failed, stale, cancelledFail, cancelledOk] = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  // Two deliveries cancelled meanwhile (their webhook was disabled while they were in flight).
+  await db.sql`update webhook_deliveries set status = 'cancelled' where id in (${cancelledFail.deliveryId}, ${cancelledOk.deliveryId})`
+  const recorded = await logAttempts(db.sql, [
+    rec(succeeded, ok, { kind: 'succeeded' }),
+    rec(retried, err500, { kind: 'retry', delayMs: 300_000 }),
+    rec(failed, err500, { kind: 'failed' }),
+    // Seen at claim time with another attempt count: another node took it over and logged first.
+    rec({ ...stale, attempts: 3 }, ok, { kind: 'succeeded' }),
+    rec(cancelledFail, err500, { kind: 'retry', delayMs: 1_000 }),
+    rec(cancelledOk, ok, { kind: 'succeeded' }),
+  ])
+  expect([...recorded].sort()).toEqual([succeeded, retried, failed, cancelledFail, cancelledOk].map((j) => j.deliveryId).sort())
+
+  expect(await delivery(succeeded.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
+  const r = await delivery(retried.deliveryId)
+  expect(r).toMatchObject({ status: 'pending', attempts: 1 })
+  expect(r.due_in_ms).toBeGreaterThan(250_000) // the retry delay, not the lease
+  expect(r.due_in_ms).toBeLessThanOrEqual(300_000)
+  expect(await delivery(failed.deliveryId)).toMatchObject({ status: 'failed', attempts: 1 })
+  expect(await delivery(stale.deliveryId)).toMatchObject({ status: 'pending', attempts: 0 }) // untouched
+  expect(await delivery(cancelledFail.deliveryId)).toMatchObject({ status: 'cancelled', attempts: 1 })
+  expect(await delivery(cancelledOk.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
+
+  expect(await attemptsOf(succeeded.deliveryId)).toMatchObject([{ attempt: 1, success: true, status_code: 200, error: null }])
+  expect(await attemptsOf(retried.deliveryId)).toMatchObject([{ attempt: 1, success: false, status_code: 500, error: 'HTTP 500' }])
+  expect((await attemptsOf(stale.deliveryId)).length).toBe(0)
+  expect((await attemptsOf(cancelledFail.deliveryId)).length).toBe(1)
+})
+
+test('an error text holding a NUL byte (a receiver\'s body) is logged, and does not sink the batch', async () => {
+  await events(2)
+  const [a, b] = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const nul: AttemptOutcome = { statusCode: 500, success: false, durationMs: 2, error: 'HTTP 500: bad\u0000body' }
+  const recorded = await logAttempts(db.sql, [rec(a, nul, { kind: 'retry', delayMs: 1_000 }), rec(b, ok, { kind: 'succeeded' })])
+  expect([...recorded].sort()).toEqual([a.deliveryId, b.deliveryId].sort())
+  expect(await attemptsOf(a.deliveryId)).toMatchObject([{ attempt: 1, success: false, status_code: 500, error: 'HTTP 500: bad\ufffdbody' }])
+})
+
+test('a claim whose node died runs out: the delivery is claimed again after its lease, and only then', async () => {
+  const [eventId] = await events(1)
+  const [dead] = await claimDue(db.sql, KEY, 10, 400) // this node never sends nor records
+  expect(dead.message.id).toBe(eventId)
+  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([]) // still leased
+  const [{ until }] = await db.sql<{ until: Date }[]>`select next_attempt_at as until from webhook_deliveries where id = ${dead.deliveryId}`
+
+  let again: Job[] = []
+  for (const start = Date.now(); again.length === 0 && Date.now() - start < 10_000; ) {
+    await Bun.sleep(50)
+    again = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  }
+  expect(again.map((j) => [j.deliveryId, j.attempts, j.message.id])).toEqual([[dead.deliveryId, 0, eventId]])
+  const [{ now }] = await db.sql<{ now: Date }[]>`select now()`
+  expect(now.getTime()).toBeGreaterThanOrEqual(until.getTime())
+
+  // The new claimer succeeds; the dead one's late result (same attempt number) is then dropped.
+  expect([...(await logAttempts(db.sql, [rec(again[0], ok, { kind: 'succeeded' })]))]).toEqual([dead.deliveryId])
+  expect([...(await logAttempts(db.sql, [rec(dead, err500, { kind: 'retry', delayMs: 1 })]))]).toEqual([])
+  expect(await delivery(dead.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
+  expect((await attemptsOf(dead.deliveryId)).length).toBe(1)
+})
+
+test('a delivery acknowledged 2xx is never claimed again, even once its lease would have run out', async () => {
+  await events(1)
+  const [job] = await claimDue(db.sql, KEY, 10, 200)
+  await logAttempts(db.sql, [rec(job, ok, { kind: 'succeeded' })])
+  await Bun.sleep(300)
+  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+})
+
+test('claimers racing over the same due rows split them: each delivery claimed exactly once', async () => {
+  const ids = await events(120)
+  const batches = await Promise.all(Array.from({ length: 6 }, () => claimDue(db.sql, KEY, 30, LEASE_MS)))
+  const claimed = batches.flat().map((j) => j.message.id)
+  expect(claimed.length).toBe(120)
+  expect(new Set(claimed)).toEqual(new Set(ids))
+})
+
+test('deliveries of an inactive webhook are cancelled by the claim, not sent', async () => {
+  await events(2)
+  await db.sql`update webhooks set is_active = false where id = ${webhookId}`
+  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+  const rows = await db.sql<{ status: string }[]>`select status from webhook_deliveries where webhook_id = ${webhookId}`
+  expect(rows.map((r) => r.status)).toEqual(['cancelled', 'cancelled'])
+})
+
+test('a secret sealed under another SECRET_KEY fails its deliveries (logged) instead of blocking the queue', async () => {
+  await events(2)
+  expect(await claimDue(db.sql, OTHER_KEY, 10, LEASE_MS)).toEqual([])
+  const rows = await db.sql<{ id: string; status: string; attempts: number }[]>`select id, status, attempts from webhook_deliveries
+    where webhook_id = ${webhookId} order by id`
+  expect(rows.map((r) => [r.status, r.attempts])).toEqual([['failed', 1], ['failed', 1]])
+  for (const r of rows) {
+    expect(await attemptsOf(r.id)).toMatchObject([{ attempt: 1, success: false, status_code: null, error: expect.stringContaining('cannot be decrypted') }])
+  }
+})
+
+test('a worker stopping releases the jobs it claimed but had not started: they are due again at once', async () => {
+  const rx = startReceiver()
+  try {
+    rx.expect('/slow', SECRET, async () => {
+      await Bun.sleep(400)
+      return 200
+    })
+    await db.sql`update webhooks set url = ${rx.url('/slow')} where id = ${webhookId}`
+    const ids = await events(3)
+    // Only what the worker uses; one slot, so it claims two (one sent, one waiting) and leaves the third.
+    const deps = { config: testConfig(LOCAL_DELIVERY), db, sql: db.sql, log: createLogger('silent'), secretKey: KEY } as unknown as Deps
+    const worker = await new DeliveryWorker(deps, { concurrency: 1, pollMs: 60_000 }).start()
+    await rx.waitFor((all) => all.length >= 1, 10_000, 'the first attempt')
+    await worker.stop(5_000) // the attempt in flight finishes
+    expect(rx.received.length).toBe(1)
+    expect(rx.received[0].error).toBeNull()
+
+    const rows = await db.sql<{ event_id: string; status: string; attempts: number; due: boolean }[]>`select event_id, status,
+        attempts, next_attempt_at <= now() as due
+      from webhook_deliveries where webhook_id = ${webhookId} order by id`
+    expect(new Set(rows.map((r) => r.event_id))).toEqual(new Set(ids))
+    expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.event_id)).toEqual([rx.received[0].payload!.id])
+    const rest = rows.filter((r) => r.status !== 'succeeded')
+    expect(rest.map((r) => [r.status, r.attempts, r.due])).toEqual([['pending', 0, true], ['pending', 0, true]])
+  } finally {
+    await rx.stop()
+  }
+})
