@@ -506,6 +506,8 @@ test('sign-out forgets the token; a revoked token sends the console back to sign
   const doomed = await scopedToken(h.call, acct.token, 'full_access')
   await signIn(doomed)
   await page.getByRole('heading', { name: 'Overview' }).waitFor()
+  // The overview loads in parts: revoke only once it has, so the click below is what meets the 401.
+  await c.settled()
   const keys = (await h.call('GET', '/v1/api-keys', { token: acct.token })).body.data
   await h.call('DELETE', `/v1/api-keys/${keys.find((k: any) => doomed.startsWith(k.token_prefix) && k.scope === 'full_access' && k.name === 'full_access').id}`, { token: acct.token })
   await nav('Products')

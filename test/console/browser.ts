@@ -16,6 +16,8 @@ export interface Console {
   requests: string[]
   /** Console errors and uncaught exceptions of the page. */
   errors: string[]
+  /** Resolves once no request of the page has been in flight for 100 ms (a page that loads in parts has loaded). */
+  settled(): Promise<void>
   /** Screenshots of the page as it is now: 1280 and 390 px wide, light and dark. */
   shoot(name: string): Promise<void>
   close(): Promise<void>
@@ -56,6 +58,10 @@ export async function openConsole(baseUrl: string): Promise<Console> {
     if (url.startsWith(origin + '/') || url.startsWith('data:') || url.startsWith('blob:')) return route.continue()
     return route.abort()
   })
+  let inFlight = 0
+  page.on('request', () => void inFlight++)
+  page.on('requestfinished', () => void inFlight--)
+  page.on('requestfailed', () => void inFlight--)
   page.on('pageerror', (e) => errors.push(String(e)))
   page.on('console', (m) => {
     if (m.type() === 'error') errors.push(m.text())
@@ -69,6 +75,16 @@ export async function openConsole(baseUrl: string): Promise<Console> {
     page,
     requests,
     errors,
+    async settled() {
+      const deadline = Date.now() + 20_000
+      let quietSince = Date.now()
+      while (Date.now() < deadline) {
+        if (inFlight > 0) quietSince = Date.now()
+        else if (Date.now() - quietSince >= 100) return
+        await page.waitForTimeout(20)
+      }
+      throw new Error(`the page still had ${inFlight} request(s) in flight after 20 s`)
+    },
     async shoot(name) {
       // Every control on screen has a name a screen reader can say (the console's rule, checked on every page shot).
       const unnamed = await unlabelledControls(page)
