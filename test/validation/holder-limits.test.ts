@@ -90,14 +90,16 @@ test('past the account\'s burst both routes answer 429 with retry_after and Retr
   const deactivate = (who: { token: string; key: { key_value: string } }) =>
     h.call('POST', '/v1/deactivate', { token: who.token, body: { key: who.key.key_value, device_fingerprint: fingerprint() } })
 
-  // the burst is shared by both routes
-  const answers = []
-  for (let i = 0; i < BURST; i++) answers.push(i % 2 === 0 ? await devices(a) : await deactivate(a))
-  expect(answers.map((r) => r.status)).toEqual(Array(BURST).fill(200))
-  for (const limited of [await devices(a), await deactivate(a)]) {
-    expectProblem(limited, 429, 'rate_limited')
-    expect(limited.body.retry_after).toBeGreaterThanOrEqual(1)
-    expect(limited.headers.get('retry-after')).toBe(String(limited.body.retry_after))
+  // the burst is shared by both routes: BURST + 2 calls sent at once (taken within milliseconds, so the
+  // 2 per second that come back meanwhile do not blur the count, however loaded the machine)
+  const answers = await Promise.all(Array.from({ length: BURST + 2 }, (_, i) => (i % 2 === 0 ? devices(a) : deactivate(a))))
+  expect(answers.filter((r) => r.status === 200)).toHaveLength(BURST)
+  const limited = answers.filter((r) => r.status !== 200)
+  expect(limited).toHaveLength(2)
+  for (const r of limited) {
+    expectProblem(r, 429, 'rate_limited')
+    expect(r.body.retry_after).toBeGreaterThanOrEqual(1)
+    expect(r.headers.get('retry-after')).toBe(String(r.body.retry_after))
   }
   // another account has its own bucket; validate is not affected
   expect((await devices(b)).status).toBe(200)

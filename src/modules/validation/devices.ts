@@ -25,10 +25,10 @@ export async function listDevices(
   const key = await findHolderKey(deps.sql, who.accountId, keyHash)
   // A product_id that is not the key's is answered like an unknown key, as on validate.
   if (key === null || (productId != null && productId !== key.product_id)) throw noSuchKey()
-  const active = await listActive(deps.sql, key.id)
   // This node's validations not yet written (batched every FLUSH_INTERVAL_MS) show at once here;
   // another node's reach Postgres with its next batch.
-  const hotKey = hotKeyOf(keyHash)
+  const pendingFor = lastSeen.pendingOf(hotKeyOf(keyHash))
+  const active = await listActive(deps.sql, key.id)
   return {
     status: key.status,
     activation_limit: key.activation_limit,
@@ -36,7 +36,7 @@ export async function listDevices(
     deactivations_allowed: key.deactivations_allowed,
     deactivations_used: key.deactivations_used,
     devices: active.map((a) => {
-      const seen = lastSeen.pendingFor(hotKey, a.device_fingerprint)
+      const seen = pendingFor(a.device_fingerprint)
       const at = seen ? new Date(seen.at).toISOString() : null
       return {
         device_fingerprint: a.device_fingerprint,

@@ -22,6 +22,8 @@ export class LastSeenWriter {
   private count = 0
   /** The write in progress: flushes run one after another. */
   private writing: Promise<void> = Promise.resolve()
+  /** Updates taken by a flush and not yet written: still shown by pendingFor meanwhile. */
+  private taken: Pending[] = []
 
   constructor(private sql: Sql) {}
 
@@ -50,9 +52,20 @@ export class LastSeenWriter {
     this.count++
   }
 
-  /** The update waiting for one device, if any (the devices list shows it before it is written). */
-  pendingFor(hotKey: string, fingerprint: string): Readonly<Seen> | undefined {
-    return this.pending.get(hotKey)?.get(fingerprint)
+  /**
+   * The updates waiting for one key's devices, newest first: those not yet taken, then those a flush
+   * under way is writing. Taken before the devices list reads Postgres, so an update written while
+   * that read runs is still seen here (the maps are the flush's own, kept as they were).
+   */
+  pendingOf(hotKey: string): (fingerprint: string) => Readonly<Seen> | undefined {
+    const maps = [this.pending.get(hotKey), ...this.taken.map((t) => t.get(hotKey)).reverse()].filter((m) => m !== undefined)
+    return (fingerprint) => {
+      for (const m of maps) {
+        const seen = m.get(fingerprint)
+        if (seen !== undefined) return seen
+      }
+      return undefined
+    }
   }
 
   /**
@@ -86,12 +99,20 @@ export class LastSeenWriter {
    */
   flush(): Promise<void> {
     const batch: Seen[] = []
+    const taken = this.pending
     if (this.count > 0) {
-      for (const devices of this.pending.values()) for (const seen of devices.values()) batch.push(seen)
+      for (const devices of taken.values()) for (const seen of devices.values()) batch.push(seen)
       this.pending = new Map()
       this.count = 0
+      this.taken.push(taken)
     }
-    const run = this.writing.catch(() => {}).then(() => this.write(batch))
+    const run = this.writing
+      .catch(() => {})
+      .then(() => this.write(batch))
+      .finally(() => {
+        const i = this.taken.indexOf(taken)
+        if (i >= 0) this.taken.splice(i, 1)
+      })
     this.writing = run
     return run
   }
