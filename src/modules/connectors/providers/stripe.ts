@@ -17,7 +17,11 @@ export async function verifyStripe(raw: Buffer, headers: Headers, secret: string
   } catch (err) {
     // the signature verified but the body is not JSON
     if (err instanceof SyntaxError) throw new Malformed('the body is not JSON')
-    throw new BadSignature(err instanceof Error ? err.message : 'the signature does not verify')
+    // Stripe's own messages run to a paragraph; the connector page shows the point
+    const message = err instanceof Error ? err.message : ''
+    if (/tolerance/i.test(message)) throw new BadSignature(`the signature is older than ${STRIPE_TOLERANCE_SECONDS} s`)
+    if (/unable to extract timestamp/i.test(message)) throw new BadSignature('the Stripe-Signature header is malformed')
+    throw new BadSignature('no signature in the header matches the body under this signing secret')
   }
 }
 
