@@ -20,6 +20,7 @@ import { releaseGraceMs, releaseInactiveActivations } from './modules/activation
 import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { ValidationEngine } from './modules/validation/service'
 import { Mailer } from './modules/connectors/mailer'
+import { pruneConnectorHistory } from './modules/connectors/retention'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
 export interface Node {
@@ -104,6 +105,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
       releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs) })),
     every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
+    every(RETENTION_INTERVAL_MS, log, 'connector-retention', () => pruneConnectorHistory(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)
   // due key emails (retries, and those another node queued) are looked for every few seconds

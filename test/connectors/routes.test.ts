@@ -6,6 +6,7 @@
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import type Stripe from 'stripe'
 import { open } from '../../src/infra/crypto'
+import { pruneConnectorHistory } from '../../src/modules/connectors/retention'
 import { newProduct, useHarness } from '../support/harness'
 import { expectProblem, ghostId, ID, ISO_MS } from '../support/helpers'
 import { connectorSetup, deliver, newPolicy, SECRET, stripeEvent, stripeHeaders } from './helpers'
@@ -184,4 +185,25 @@ describe('POST /hooks/:connector_id refusals', () => {
     const big = JSON.stringify({ pad: 'x'.repeat(1024 * 1024 + 10) })
     expectProblem(await deliver(h, s.connector.endpoint_path, big, stripeHeaders(big)), 413, 'payload_too_large')
   })
+})
+
+test('retention: processed events and finished emails older than RETENTION_DAYS go; recent ones and pending emails stay', async () => {
+  const s = await connectorSetup(h, 'stripe', ['price_a'])
+  const payload = purchase('price_a')
+  await deliver(h, s.connector.endpoint_path, payload, stripeHeaders(payload))
+  const sql = h.node.deps.sql
+  const [key] = await keysOf(s.id)
+  const old = new Date(Date.now() - 100 * 86_400_000)
+  await sql`insert into connector_events (id, connector_id, provider_event_id, type, outcome, received_at)
+    values ('cev_old', ${s.connector.id}, 'evt_old', 'invoice.paid', 'processed', ${old})`
+  await sql`insert into connector_mails (id, connector_id, account_id, key_id, to_email, status, created_at)
+    values ('mail_old_sent', ${s.connector.id}, ${s.id}, ${key!}, 'a@example.com', 'sent', ${old}),
+           ('mail_old_pending', ${s.connector.id}, ${s.id}, ${key!}, 'b@example.com', 'pending', ${old})`
+  const pruned = await pruneConnectorHistory(sql, { days: 90 })
+  expect(pruned.events).toBeGreaterThanOrEqual(1)
+  expect(pruned.mails).toBeGreaterThanOrEqual(1)
+  const events = await sql<{ provider_event_id: string }[]>`select provider_event_id from connector_events where connector_id = ${s.connector.id}`
+  expect(events.map((e) => e.provider_event_id)).toEqual([JSON.parse(payload).id])
+  const mails = await sql<{ id: string }[]>`select id from connector_mails where connector_id = ${s.connector.id}`
+  expect(mails.map((m) => m.id)).toEqual(['mail_old_pending'])
 })
