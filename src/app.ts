@@ -12,6 +12,8 @@ import { activationRoutes } from './modules/activations/routes'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
+import type { Mailer } from './modules/connectors/mailer'
+import { connectorRoutes, HOOK_BODY_LIMIT, HOOK_PREFIX, hookRoutes } from './modules/connectors/routes'
 import { eventRoutes } from './modules/events/routes'
 import { keyRoutes } from './modules/keys/routes'
 import { offlineRoutes } from './modules/offline/routes'
@@ -29,10 +31,14 @@ export interface NodeDeps extends Deps {
   readonly principals: Principals
   /** One engine per node: the validate routes (both doors) and the node's last-seen flush job. */
   readonly validation: ValidationEngine
+  /** The payment connectors' key emails (a no-op without SMTP_URL). */
+  readonly mailer: Mailer
 }
 
 /** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12). */
 const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
+/** The routes whose body arrives as raw bytes: a payment provider's signature is over the exact body. */
+const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY_LIMIT]])
 
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
@@ -47,7 +53,7 @@ export function createApp(deps: NodeDeps) {
     // CORS and signed answers on the routes declared CLIENT and SIGNED (http/client-answers.ts; the fast
     // path does its own); the outer wrap, so what it adds reaches the client and its own answers are logged.
     .wrap(clientAnswers({ keys: signers, principals: deps.principals, routes: () => mounted(), log: answerLog(deps.log) }) as never)
-    .use(kernel(deps.log, BODY_LIMITS))
+    .use(kernel(deps.log, BODY_LIMITS, RAW_BODIES))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
     .use(opsRoutes(deps))
@@ -62,6 +68,8 @@ export function createApp(deps: NodeDeps) {
     .use(offlineRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
+    .use(connectorRoutes(deps))
+    .use(hookRoutes(deps, deps.mailer.wake))
   mounted = () => app.routes
   return app
 }

@@ -37,6 +37,14 @@ const Env = t.Object({
   RETENTION_DAYS: t.Optional(Int),
   /** Create a demo account on first start with an empty embedded database (default: on in embedded mode). */
   DEMO_ACCOUNT: t.Optional(Bool),
+  /** Payment connectors' key emails: where to send them (smtp:// or smtps://, credentials in the URL). */
+  SMTP_URL: t.Optional(t.String({ pattern: '^smtps?://' })),
+  /** The From of key emails, e.g. `Acme Licensing <licenses@acme.example>`. */
+  MAIL_FROM: t.Optional(t.String({ minLength: 3 })),
+  /** A file replacing the key email's built-in template (see docs/payments.md). */
+  MAIL_TEMPLATE: t.Optional(t.String({ minLength: 1 })),
+  /** Comma-separated retry delays in ms for key emails; 1 min, 5 min, 30 min, 2 h, 6 h, 12 h by default. */
+  MAIL_RETRY_DELAYS_MS: t.Optional(t.String({ pattern: '^[0-9]+(,[0-9]+)*$' })),
 })
 
 export type Config = Readonly<{
@@ -67,10 +75,17 @@ export type Config = Readonly<{
   retentionDays: number
   demoAccount: boolean
   embedded: boolean
+  smtpUrl: string | null
+  mailFrom: string | null
+  mailTemplate: string | null
+  mailRetryDelaysMs: readonly number[]
 }>
 
 // 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h: seven retries after the first attempt, eight attempts in all.
 const CONTRACT_RETRY_DELAYS_MS = [5e3, 3e5, 1.8e6, 7.2e6, 1.8e7, 3.6e7, 3.6e7]
+
+// 1 min, 5 min, 30 min, 2 h, 6 h, 12 h: seven attempts over about 21 hours, then the mail is given up.
+const MAIL_RETRY_DELAYS_MS = [6e4, 3e5, 1.8e6, 7.2e6, 2.16e7, 4.32e7]
 
 export class ConfigError extends Error {}
 
@@ -104,6 +119,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const holderRatePerSecond = int(e.HOLDER_RATE_PER_SECOND, 50)
   const holderRateBurst = int(e.HOLDER_RATE_BURST, 200)
   if (holderRatePerSecond < 1 || holderRateBurst < 1) throw new ConfigError('HOLDER_RATE_PER_SECOND and HOLDER_RATE_BURST must be at least 1')
+  if (e.SMTP_URL && !e.MAIL_FROM) throw new ConfigError('MAIL_FROM is required with SMTP_URL (the From of key emails)')
   const retentionDays = int(e.RETENTION_DAYS, 90)
   if (retentionDays < 1 || retentionDays > 3650) throw new ConfigError('RETENTION_DAYS must be between 1 and 3650')
   return Object.freeze({
@@ -135,5 +151,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     retentionDays,
     demoAccount: bool(e.DEMO_ACCOUNT, embedded),
     embedded,
+    smtpUrl: e.SMTP_URL ?? null,
+    mailFrom: e.MAIL_FROM ?? null,
+    mailTemplate: e.MAIL_TEMPLATE ?? null,
+    mailRetryDelaysMs: e.MAIL_RETRY_DELAYS_MS ? e.MAIL_RETRY_DELAYS_MS.split(',').map(Number) : MAIL_RETRY_DELAYS_MS,
   })
 }

@@ -19,6 +19,8 @@ import { reinstateDueKeys } from './modules/keys/reinstate-sweeper'
 import { releaseGraceMs, releaseInactiveActivations } from './modules/activations/inactivity-release'
 import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { ValidationEngine } from './modules/validation/service'
+import { Mailer } from './modules/connectors/mailer'
+import { pruneConnectorHistory } from './modules/connectors/retention'
 import { startDeliveryWorker } from './modules/webhooks/worker'
 
 export interface Node {
@@ -58,7 +60,7 @@ export async function buildDeps(config: Config, db: Db, log: Logger): Promise<No
   const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log, sql: db.sql }) : await MemoryCounters.start(db.sql)
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   const base = { config, db, sql: db.sql, bus, counters, log, accessLog: new AccessLog(log), principals, secretKey: resolveSecretKey(config) }
-  return { ...base, validation: new ValidationEngine(base) }
+  return { ...base, validation: new ValidationEngine(base), mailer: new Mailer(base) }
 }
 
 /** The node could not start (e.g. its port is taken): a message for the operator, not a stack. */
@@ -103,8 +105,11 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
       releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs) })),
     every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),
+    every(RETENTION_INTERVAL_MS, log, 'connector-retention', () => pruneConnectorHistory(db.sql, { days: config.retentionDays })),
   ]
   const webhookWorker = await startDeliveryWorker(deps)
+  // due key emails (retries, and those another node queued) are looked for every few seconds
+  deps.mailer.start(Math.max(config.sweepIntervalMs, 5_000))
 
   let stopping: Promise<void> | null = null
   return {
@@ -118,6 +123,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await server.stop(false) // stop accepting; let in-flight requests finish
         for (const job of jobs) await job.stop()
         await webhookWorker.stop(config.shutdownTimeoutMs / 2) // attempts in flight finish (or resume elsewhere)
+        await deps.mailer.stop()
         await deps.principals.flush().catch(() => {})
         deps.principals.close()
         // repeat validations batched in memory reach Postgres before the connection closes

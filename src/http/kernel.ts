@@ -188,9 +188,15 @@ export function answerLog(log: Logger): AnswerLog {
  * `bodyLimits`: the routes given another body limit than BODY_LIMIT, by path (e.g. the offline-license
  * sync route, API-2 §12). Looked up before routing, so the 413 comes first on those routes too.
  */
-export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = new Map()) {
+export function kernel(
+  log: Logger,
+  bodyLimits: ReadonlyMap<string, number> = new Map(),
+  /** Path prefixes whose bodies reach the route as raw bytes (signed payloads), with their limit. */
+  rawBodies: ReadonlyMap<string, number> = new Map(),
+) {
   /** Requests on a route with its own limit (only those: the others read BODY_LIMIT). */
   const limits = new WeakMap<Request, number>()
+  const raw = new WeakSet<Request>()
   const logAnswer = answerLog(log)
   return new Elysia({ name: 'keyward.kernel' })
     .onRequest(({ request, set, server }) => {
@@ -202,10 +208,20 @@ export function kernel(log: Logger, bodyLimits: ReadonlyMap<string, number> = ne
         const own = bodyLimits.get(routePath(request.url))
         if (own !== undefined) limits.set(request, (limit = own))
       }
+      if (rawBodies.size > 0) {
+        const path = routePath(request.url)
+        for (const [prefix, own] of rawBodies) {
+          if (!path.startsWith(prefix)) continue
+          limits.set(request, (limit = own))
+          raw.add(request)
+        }
+      }
       checkDeclaredLength(request.headers.get('content-length'), limit)
       checkQuery(request.url)
     })
-    .onParse({ as: 'global' }, ({ request }) => readJson(request, limits.get(request) ?? BODY_LIMIT))
+    .onParse({ as: 'global' }, ({ request }) =>
+      raw.has(request) ? readBody(request, limits.get(request)!) : readJson(request, limits.get(request) ?? BODY_LIMIT),
+    )
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
       const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))
       const appError = toAppError(code, error, log, requestId)

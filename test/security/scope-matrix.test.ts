@@ -71,6 +71,12 @@ export const MATRIX: Row[] = [
   { method: 'GET', path: () => '/v1/api-keys', needs: 'full_access' },
   { method: 'POST', path: () => `/v1/api-keys/${ghostId('ak')}/rotate`, needs: 'full_access', body: {} },
   { method: 'DELETE', path: () => `/v1/api-keys/${ghostId('ak')}`, needs: 'full_access' },
+
+  { method: 'POST', path: () => '/v1/connectors', needs: 'full_access', body: {} },
+  { method: 'GET', path: () => '/v1/connectors', needs: 'full_access' },
+  { method: 'GET', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access' },
+  { method: 'PATCH', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access', body: {} },
+  { method: 'DELETE', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access' },
 ]
 
 const allowed = (scope: Scope, needs: Requirement) => needs === 'any' || scope === 'full_access' || scope === needs
@@ -88,6 +94,15 @@ test('the matrix covers every scope of the contract', () => {
   const needed = new Set(MATRIX.map((r) => r.needs))
   for (const scope of SCOPES) expect(needed.has(scope)).toBe(true)
   expect(needed.has('any')).toBe(true)
+})
+
+// The payment providers' endpoint takes no credential but the provider's signature: with or without a
+// token, an unknown connector is 400, never 401/403.
+test('POST /hooks/:connector_id needs no Authorization (the signature is its credential)', async () => {
+  for (const token of [undefined, ...SCOPES.map((s) => tokens[s])]) {
+    const res = await h.call('POST', `/hooks/${ghostId('con')}`, { token, raw: '{}', headers: { 'content-type': 'application/json' } })
+    expectProblem(res, 400, 'invalid_request')
+  }
 })
 
 describe('scope × route', () => {

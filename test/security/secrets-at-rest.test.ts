@@ -1,6 +1,7 @@
 // Secrets at rest and in logs: a dump of every table holds no API token, license key value or webhook
 // secret in plain text (in any spelling), and no log line holds one either.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
+import { createHmac } from 'node:crypto'
 import pino from 'pino'
 import { open } from '../../src/infra/crypto'
 import { startNode, type Node } from '../../src/node'
@@ -101,6 +102,21 @@ describe('no plaintext secret in the database', () => {
       expect(res.body.secret).toMatch(/^whsec_/)
       secrets.push(res.body.secret)
     }
+    expectAbsent(await dumpDatabase(), secrets, 'the database')
+  })
+
+  test('payment connector signing secrets, also through the hook (signed and refused)', async () => {
+    const { token } = await h.account('growth')
+    const secret = `whsec_${Buffer.from(crypto.getRandomValues(new Uint8Array(24))).toString('base64')}`
+    const created = await call('POST', '/v1/connectors', { token, body: { provider: 'lemonsqueezy', name: 'Shop', signing_secret: secret } })
+    expect(created.status).toBe(201)
+    secrets.push(secret)
+    const payload = JSON.stringify({ meta: { event_name: 'order_created' }, data: { type: 'orders', id: '1', attributes: { status: 'pending' } } })
+    const signature = createHmac('sha256', secret).update(payload).digest('hex')
+    const accepted = await call('POST', created.body.endpoint_path, { raw: payload, headers: { 'x-signature': signature } })
+    expect(accepted.body.outcome).toBe('ignored')
+    const refused = await call('POST', created.body.endpoint_path, { raw: payload, headers: { 'x-signature': 'ab'.repeat(32) } })
+    expect(refused.status).toBe(400)
     expectAbsent(await dumpDatabase(), secrets, 'the database')
   })
 

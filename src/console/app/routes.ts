@@ -12,6 +12,7 @@ import { Keys } from './pages/keys'
 import { Policies, PolicyPage } from './pages/policies'
 import { KeyPage } from './pages/key'
 import { Webhooks, WebhookPage } from './pages/webhooks'
+import { Connectors, ConnectorPage } from './pages/connectors'
 import { ApiKeys } from './pages/api-keys'
 import { Activity } from './pages/activity'
 import { Accounts, AccountPage } from './pages/accounts'
@@ -53,6 +54,13 @@ export const SECTIONS: Section[] = [
     mode: 'account',
     list: () => html`<${Webhooks} />`,
     item: { prefix: 'wh', noun: 'a webhook', page: (id) => html`<${WebhookPage} id=${id} />` },
+  },
+  {
+    path: 'payments',
+    label: 'Payments',
+    mode: 'account',
+    list: () => html`<${Connectors} />`,
+    item: { prefix: 'con', noun: 'a payment connector', page: (id) => html`<${ConnectorPage} key=${id} id=${id} />` },
   },
   { path: 'api-keys', label: 'API keys', mode: 'account', list: () => html`<${ApiKeys} />` },
   { path: 'activity', label: 'Activity', mode: 'account', list: (query) => html`<${Activity} query=${query} />` },

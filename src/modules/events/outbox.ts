@@ -10,7 +10,8 @@ export { ACTOR_TYPES, EVENT_TYPES, type EventType }
 
 /**
  * Who made a change: the API key (`ak_` id) that called the API, the operator (ADMIN_TOKEN), a device
- * (validate, deactivate) or the system (expiry, inactivity release). Only an API key has an id.
+ * (validate, deactivate), the system (expiry, inactivity release) or a payment connector (its con_ id).
+ * Only an API key and a connector have an id.
  */
 export interface Actor {
   type: ActorType
@@ -19,6 +20,8 @@ export interface Actor {
 export const OPERATOR: Actor = Object.freeze({ type: 'operator', id: null })
 export const DEVICE: Actor = Object.freeze({ type: 'device', id: null })
 export const SYSTEM: Actor = Object.freeze({ type: 'system', id: null })
+/** A payment connector (con_ id) acting on its provider's webhook. */
+export const byConnector = (connectorId: string): Actor => ({ type: 'connector', id: connectorId })
 /** The API key behind a request. */
 export const byApiKey = (who: Principal): Actor => ({ type: 'api_key', id: who.apiKeyId })
 

@@ -7,7 +7,8 @@ import { checkMetadata, parseInstant } from '../../core/values'
 import { checkEntitlements } from '../../core/entitlements'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
-import { byApiKey, emit } from '../events/outbox'
+import { byApiKey, emit, type Actor } from '../events/outbox'
+import type { Tx } from '../../infra/db'
 import { addPeriod, parsePeriod } from '../../core/durations'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
 import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, Resettable, SuspendBody } from './model'
@@ -40,12 +41,36 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
   const expiresAt = input.expires_at ? futureInstant('body.expires_at', input.expires_at) : null
   const metadata = input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata)
   const entitlements = input.entitlements === undefined ? {} : checkOwnEntitlements('body.entitlements', input.entitlements)
+  if (input.policy_id == null && input.product_id === undefined) throw invalid('body.product_id', 'is required without policy_id')
+  const created = await deps.sql.begin(async (tx) => {
+    const { key, keyValue } = await createKeyIn(tx, who.accountId, input, byApiKey(who), { expiresAt, metadata, entitlements })
+    const created = { ...key, key_value: keyValue }
+    return record ? record(tx, created) : created
+  })
+  // A node may hold a negative ("not_found") entry for this value; drop it everywhere before answering.
+  await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash: hashKeyValue(normalizeKeyValue(created.key_value)!) })
+  return created
+}
+
+/**
+ * A key created inside the caller's transaction, with its `key.created` event (the API's create, and a
+ * payment connector's purchase). The caller publishes the invalidation of `keyHash` after the commit.
+ * `checked`: the input's expires_at, metadata and entitlements as already checked.
+ */
+export async function createKeyIn(
+  tx: Tx,
+  accountId: string,
+  input: CreateKeyBody,
+  actor: Actor,
+  checked: { expiresAt: Date | null; metadata: Record<string, unknown>; entitlements: Record<string, unknown> },
+): Promise<{ key: Key; keyValue: string; keyHash: string }> {
+  const { expiresAt, metadata, entitlements } = checked
   const policyId = input.policy_id ?? null
-  if (policyId === null && input.product_id === undefined) throw invalid('body.product_id', 'is required without policy_id')
   const keyValue = newKeyValue()
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
   const createdAt = new Date()
-  const created = await deps.sql.begin(async (tx) => {
+  const who = { accountId }
+  {
     let productId = input.product_id
     // the policy's settings without its `keys` count, which would read every key of the policy per creation
     let policy: PolicyWrite | null = null
@@ -90,13 +115,9 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
       createdAt,
       pendingDuration: pending ? policy!.duration : null,
     })
-    await emit(tx, who.accountId, 'key.created', key, byApiKey(who))
-    const created = { ...key, key_value: keyValue }
-    return record ? record(tx, created) : created
-  })
-  // A node may hold a negative ("not_found") entry for this value; drop it everywhere before answering.
-  await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return created
+    await emit(tx, who.accountId, 'key.created', key, actor)
+    return { key, keyValue, keyHash }
+  }
 }
 
 export async function getKey(deps: Deps, who: Principal, id: string) {

@@ -101,9 +101,9 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
 export const Actor = t.Object(
   {
     type: OneOf(ACTOR_TYPES),
-    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key; null for the others' }),
+    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key, the connector (con_…) for type connector; null for the others' }),
   },
-  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate) or the system (expiry, inactivity release)' },
+  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate), the system (expiry, inactivity release) or a payment connector (on its provider\'s webhook)' },
 )
 export type Actor = typeof Actor.static
 

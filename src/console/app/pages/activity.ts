@@ -75,6 +75,8 @@ function actorText(a: Actor, names: Map<string, string>): string {
       return 'A device (validate or deactivate)'
     case 'system':
       return 'Keyward (expiry or inactivity)'
+    case 'connector':
+      return `Payment connector ${a.id ?? ''}`.trim()
     default:
       return String((a as Actor).type)
   }

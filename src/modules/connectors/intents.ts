@@ -1,0 +1,66 @@
+// What a provider event means for keys, in Keyward's words: each provider's reader (providers/*.ts)
+// turns its payload into one Intent, read from the payload alone; apply.ts carries it out. The same
+// meaning for every provider (the lifecycle table of docs/payments.md).
+
+/** A priced line: the provider's price (or variant) id and how many were bought. */
+export interface Line {
+  price: string
+  quantity: number
+}
+
+/**
+ * `refs`: the provider objects this event is about (subscription, order, payment, invoice, checkout
+ * session ids, prefixed by kind): a new key is linked to all of them, and later events find their
+ * keys by any of them. The first ref is the one the event's keys are created under (at most once).
+ */
+export type Intent =
+  /** One-time purchase paid: a key per mapped line. */
+  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string> }
+  /** Subscription started or renewed: its key created (when `create`), or its expiry moved to the period's end. */
+  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
+  | { kind: 'suspend'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
+  /** Ends a suspension of this reason (a dispute won, a subscription resumed). */
+  | { kind: 'reinstate'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
+  /** Cancelled: the key expires at `at` (the end of the paid period, or now). */
+  | { kind: 'end'; refs: string[]; at: Date }
+  | { kind: 'revoke'; refs: string[]; reason: 'refunded' }
+  /** Links more provider objects to the keys of `refs` (e.g. an invoice's payment). */
+  | { kind: 'link'; refs: string[]; more: string[] }
+  /** Nothing to do: the detail says why (a failed payment, an event type Keyward does not act on). */
+  | { kind: 'none'; detail: string }
+
+/** A verified provider event: its id (the inbox key), its type and what it means. */
+export interface ReadEvent {
+  id: string
+  type: string
+  intent: Intent
+}
+
+/** The payload's signature does not verify, or it is stale: 400, nothing processed. */
+export class BadSignature extends Error {}
+/** The payload verified but is not what the provider documents: 400, nothing processed. */
+export class Malformed extends Error {}
+
+/** Unix seconds (Stripe) → Date. */
+export const fromUnix = (s: unknown): Date | null => (typeof s === 'number' && Number.isFinite(s) ? new Date(s * 1000) : null)
+/** An RFC 3339 instant (Paddle, Lemon Squeezy) → Date. */
+export function fromIso(s: unknown): Date | null {
+  if (typeof s !== 'string') return null
+  const d = new Date(s)
+  return Number.isNaN(d.getTime()) ? null : d
+}
+
+export function str(v: unknown, what: string): string {
+  if (typeof v === 'string' && v.length > 0) return v
+  if (typeof v === 'number' && Number.isFinite(v)) return String(v)
+  throw new Malformed(`${what} is missing`)
+}
+
+export const optStr = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : typeof v === 'number' ? String(v) : null)
+
+export function obj(v: unknown, what: string): Record<string, any> {
+  if (v !== null && typeof v === 'object' && !Array.isArray(v)) return v as Record<string, any>
+  throw new Malformed(`${what} is missing`)
+}
+
+export const quantity = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 1 ? v : 1)
