@@ -13,6 +13,7 @@ import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
 import { eventRoutes } from './modules/events/routes'
+import { MAX_IMPORT_BYTES } from './modules/keys/import-parse'
 import { keyRoutes } from './modules/keys/routes'
 import { offlineRoutes } from './modules/offline/routes'
 import { Signers } from './modules/offline/signing-keys'
@@ -31,8 +32,11 @@ export interface NodeDeps extends Deps {
   readonly validation: ValidationEngine
 }
 
-/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12). */
-const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
+/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12), an import 8 MiB. */
+const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
+  ['/v1/offline-licenses/sync', 256 * 1024],
+  ['/v1/keys/import', MAX_IMPORT_BYTES],
+])
 
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see

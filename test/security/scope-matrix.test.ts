@@ -35,6 +35,7 @@ export const MATRIX: Row[] = [
   { method: 'DELETE', path: () => `/v1/keys/${ghostId('key')}/activations/${ghostId('act')}`, needs: 'keys:write' },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/reissue`, needs: 'keys:write' },
+  { method: 'POST', path: () => '/v1/keys/import?dry_run=true', needs: 'keys:write', body: { rows: [] } },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/revoke`, needs: 'keys:revoke', body: {} },
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/suspend`, needs: 'keys:revoke', body: {} },

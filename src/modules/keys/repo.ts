@@ -28,6 +28,7 @@ type Row = {
   after_expiry: 'refuse' | 'keep'
   policy_id: string | null
   expiry_pending: boolean
+  external_id: string | null
   own_fields: string[]
   own_plan: string | null
   own_activation_limit: number
@@ -75,6 +76,7 @@ export const toKey = (r: Row): Key => ({
   grace_seconds: r.grace_seconds,
   after_expiry: r.after_expiry,
   policy_id: r.policy_id,
+  external_id: r.external_id,
   overrides: overridesOf(r),
   expiry_pending: r.expiry_pending,
 })
@@ -89,7 +91,7 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
   k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
   k.deactivations_used, ${effectiveSettings(sql)},
-  k.policy_id, k.pending_duration is not null as expiry_pending, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
+  k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
   k.release_after_seconds as own_release_after_seconds, k.deactivations_allowed as own_deactivations_allowed,
   k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements`
 

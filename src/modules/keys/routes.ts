@@ -6,6 +6,10 @@ import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses
 import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
 import * as service from './service'
+import { invalid } from '../../core/errors'
+import { formatOf } from './import-parse'
+import { DryRunAnswer, ImportAnswer, ImportBody, ImportQuery } from './import-model'
+import { importKeys } from './import-service'
 
 export function keyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.keys', prefix: '/v1/keys', detail: { tags: ['License keys'] } })
@@ -31,6 +35,32 @@ export function keyRoutes(deps: Deps) {
       response: { 200: KeyPage },
       detail: { summary: 'List keys, newest first, filtered and paged' },
     })
+    .post(
+      '/import',
+      (ctx) => {
+        const format = formatOf(ctx.headers['content-type'])
+        if (format === null) throw invalid('header.content-type', 'must be application/json, application/x-ndjson or text/csv')
+        const input = { format, body: ctx.body, dryRun: ctx.query.dry_run === true }
+        if (input.dryRun) return importKeys(deps, ctx.principal, input)
+        return createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys/import', (record) =>
+          importKeys(deps, ctx.principal, input, record),
+        ) as Promise<ImportAnswer>
+      },
+      {
+        auth: 'keys:write',
+        query: ImportQuery,
+        body: ImportBody,
+        response: { 200: DryRunAnswer, 201: ImportAnswer, ...withBody(), ...problems(422) },
+        detail: {
+          summary: 'Import keys from another system: all rows or none (emits one keys.imported)',
+          description:
+            'JSON {rows}, NDJSON (application/x-ndjson) or CSV (text/csv), at most 10,000 rows and 8 MiB. Any bad row: 422 import_invalid ' +
+            'listing every bad row by line and field, nothing written. Rows whose external_id exists are skipped. ?dry_run=true answers 200 ' +
+            'with what would happen.',
+          ...IDEMPOTENT,
+        },
+      },
+    )
     .guard({ params: IdParam(), response: problems(404) }, (byId) =>
       byId
         .get('/:id', ({ principal, params }) => service.getKey(deps, principal, params.id), {
