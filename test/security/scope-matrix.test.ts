@@ -29,6 +29,7 @@ export const MATRIX: Row[] = [
 
   { method: 'GET', path: () => '/v1/keys', needs: 'keys:read' },
   { method: 'GET', path: () => `/v1/keys/${ghostId('key')}`, needs: 'keys:read' },
+  { method: 'GET', path: () => '/v1/keys/export', needs: 'keys:read' },
 
   { method: 'POST', path: () => '/v1/keys', needs: 'keys:write', body: {} },
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/extend`, needs: 'keys:write', body: { expires_at: null } },

@@ -8,7 +8,9 @@ import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKey
 import * as service from './service'
 import { invalid } from '../../core/errors'
 import { formatOf } from './import-parse'
-import { DryRunAnswer, ImportAnswer, ImportBody, ImportQuery } from './import-model'
+import { DryRunAnswer, ExportQuery, ImportAnswer, ImportBody, ImportQuery } from './import-model'
+import { exportKeys } from './export-service'
+import { t } from '../../http/schema'
 import { importKeys } from './import-service'
 
 export function keyRoutes(deps: Deps) {
@@ -59,6 +61,33 @@ export function keyRoutes(deps: Deps) {
             'with what would happen.',
           ...IDEMPOTENT,
         },
+      },
+    )
+    .get(
+      '/export',
+      ({ principal, query }) => {
+        const csv = query.format === 'csv'
+        const name = `keys-${new Date().toISOString().slice(0, 10)}.${csv ? 'csv' : 'ndjson'}`
+        return new Response(exportKeys(deps, principal, query), {
+          headers: {
+            'content-type': csv ? 'text/csv; charset=utf-8' : 'application/x-ndjson',
+            'content-disposition': `attachment; filename="${name}"`,
+            'cache-control': 'no-store',
+          },
+        })
+      },
+      {
+        auth: 'keys:read',
+        query: ExportQuery,
+        response: {
+          200: t.String({
+            description:
+              'Streamed. NDJSON: one key per line, with product_slug, key_hash (or key_sha256 for a hash-only import not validated yet) ' +
+              'and its active devices as activations. CSV: a header row and the same fields but activations (metadata, entitlements, ' +
+              'overrides hold JSON). Every row imports as it is into POST /v1/keys/import.',
+          }),
+        },
+        detail: { summary: 'Export keys, filtered as the list (oldest first), to move them to another installation' },
       },
     )
     .guard({ params: IdParam(), response: problems(404) }, (byId) =>
