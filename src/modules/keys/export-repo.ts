@@ -9,6 +9,8 @@ export interface ExportFilter {
   productId?: string
   policyId?: string
   status?: KeyStatus
+  /** [0-9A-Z] only (the route's pattern), so LIKE needs no escaping */
+  keyPrefix?: string
 }
 
 export interface ExportedKey {
@@ -29,6 +31,7 @@ export async function exportPage(sql: Sql, accountId: string, f: ExportFilter, a
     where k.account_id = ${accountId}
       ${f.productId !== undefined ? sql`and k.product_id = ${f.productId}` : sql``}
       ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
+      ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
       ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}
       ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}, ${after.id})` : sql``}
     order by k.created_at, k.id limit ${limit}`

@@ -5,7 +5,6 @@
 // carry the active devices.
 import { stringify } from 'csv-stringify/sync'
 import type { Deps } from '../../deps'
-import type { Principal } from '../../core/principal'
 import { activeDevices, exportPage, type ExportedKey, type ExportFilter } from './export-repo'
 import type { ExportQuery } from './import-model'
 
@@ -39,9 +38,9 @@ function csvCells(e: ExportedKey): unknown[] {
   })
 }
 
-export function exportKeys(deps: Deps, who: Principal, query: ExportQuery): ReadableStream<Uint8Array> {
+export function exportKeys(deps: Pick<Deps, 'sql'>, who: { accountId: string }, query: ExportQuery): ReadableStream<Uint8Array> {
   const format = query.format ?? 'ndjson'
-  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status }
+  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status, keyPrefix: query.key_prefix }
   const encoder = new TextEncoder()
   let after: ExportedKey['after'] | null = null
   let started = false

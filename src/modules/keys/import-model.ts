@@ -2,6 +2,7 @@
 // import-rows.ts (every bad row is reported at once, by line), so the body schema only says where the
 // rows are; the row's fields are documented here and in docs/api.md.
 import { OneOf, q, t } from '../../http/schema'
+import { KEY_PREFIX_PATTERN } from './model'
 
 export const ImportQuery = q.Object({
   dry_run: q.Optional(q.Boolean({ default: false, description: 'Check every row and answer what would happen; nothing is written' })),
@@ -46,6 +47,7 @@ export const ExportQuery = q.Object({
   format: q.Optional(OneOf(['ndjson', 'csv'] as const, { default: 'ndjson', description: 'ndjson (with each key\'s activations) or csv' })),
   product_id: q.Optional(q.String()),
   policy_id: q.Optional(q.String()),
+  key_prefix: q.Optional(q.String({ pattern: KEY_PREFIX_PATTERN, description: 'Only keys whose value starts with these 1 to 5 characters (as the list)' })),
   status: q.Optional(
     q.Union([q.Literal('active'), q.Literal('revoked'), q.Literal('suspended'), q.Literal('expired')], { description: 'Effective status' }),
   ),

@@ -1,8 +1,7 @@
 // One import row → what the key will be, or every problem with it (field by field). Pure: what the
 // account holds (products, policies) comes in as `Catalog`; duplicates across rows and against the
 // database are the service's (import-service.ts).
-import { sha256Hex } from '../../infra/crypto'
-import { IMPORTED_VALUE_RE, keyPrefixOf, normalizeKeyValue, portableKeyHash } from '../../infra/crypto'
+import { IMPORTED_VALUE_RE, keyPrefixOf, normalizeKeyValue, portableKeyHash, sha256Hex } from '../../infra/crypto'
 import { checkEntitlements } from '../../core/entitlements'
 import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
@@ -196,9 +195,11 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
   const ownFields = policyId === null ? [] : given.filter(own)
   // an export shows a policy key's effective entitlements; its own map is in `overrides`
   const ownEntitlements = policyId !== null && overrides !== null ? ((overrides.entitlements as Record<string, unknown> | undefined) ?? {}) : entitlements
+  if (ownEntitlements !== entitlements && checkEntitlements(ownEntitlements, true).length > 0) {
+    errors.push({ field: 'overrides.entitlements', message: 'must be an entitlements object, as an export writes it' })
+  }
 
-  const limit = (ownFields.includes('activation_limit') || policyId === null ? activationLimit : null) ?? policy?.activation_limit ?? 3
-  const activations = has('activations') ? (attempt(errors, 'activations', () => checkActivations(f.activations, limit)) ?? []) : []
+  const activations = has('activations') ? (attempt(errors, 'activations', () => checkActivations(f.activations)) ?? []) : []
 
   if (errors.length > 0 || lookup === undefined || productId === undefined) return { errors }
   return {
@@ -230,10 +231,12 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
   }
 }
 
-function checkActivations(v: unknown, limit: number): ImportActivation[] {
+function checkActivations(v: unknown): ImportActivation[] {
   const fail = (message: string) => new AppError('invalid_request', message, { errors: [{ field: 'activations', message }] })
   if (!Array.isArray(v)) throw fail('must be an array of {device_fingerprint, device_name?, app_version?, activated_at?}')
-  if (v.length > limit) throw fail(`holds ${v.length} devices; the key allows ${limit}`)
+  // More devices than the limit is allowed, as on a key whose limit was lowered: they keep their
+  // slots, and a new device is refused until enough are released.
+  if (v.length > 10_000) throw fail(`holds ${v.length} devices; at most 10000`)
   const seen = new Set<string>()
   return v.map((a, i) => {
     const at = (m: string) => fail(`[${i}] ${m}`)

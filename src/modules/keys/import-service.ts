@@ -6,9 +6,8 @@ import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../infra/record-created'
 import { newId, pendingKeyHash, scopedKeyHash } from '../../infra/crypto'
 import { AppError, type FieldError, type RowErrors } from '../../core/errors'
-import type { Principal } from '../../core/principal'
 import { addPeriod, parsePeriod } from '../../core/durations'
-import { byApiKey, emit } from '../events/outbox'
+import { emit, type Actor } from '../events/outbox'
 import { parseRows, type ImportFormat } from './import-parse'
 import { checkRow, type CheckedRow } from './import-rows'
 import * as repo from './import-repo'
@@ -27,9 +26,13 @@ export interface DryRunAnswer {
 /** The hashes a batch of bus messages carries at most (a message stays far below NATS's 1 MB). */
 const HASHES_PER_MESSAGE = 2_000
 
+/**
+ * `who`: the account imported into and who did it (an API key; the operator from the CLI), for the event.
+ * Only the store and the bus are used, so the CLI runs it without a node.
+ */
 export async function importKeys(
-  deps: Deps,
-  who: Principal,
+  deps: Pick<Deps, 'sql' | 'bus'>,
+  who: { accountId: string; actor: Actor },
   input: { format: ImportFormat; body: unknown; dryRun: boolean },
   record?: RecordCreated,
 ): Promise<ImportAnswer | DryRunAnswer> {
@@ -162,7 +165,7 @@ export async function importKeys(
       if (keys.length > 0) {
         // one event for the whole import, never one per key
         const productIds = [...new Set(keys.map((k) => k.product_id))].sort()
-        await emit(tx, accountId, 'keys.imported', { count: keys.length, product_ids: productIds }, byApiKey(who))
+        await emit(tx, accountId, 'keys.imported', { count: keys.length, product_ids: productIds }, who.actor)
       }
       const answer: ImportAnswer = {
         created: keys.length,

@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, TEXT_TYPES_MARK, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
 import * as service from './service'
@@ -12,6 +12,7 @@ import { DryRunAnswer, ExportQuery, ImportAnswer, ImportBody, ImportQuery } from
 import { exportKeys } from './export-service'
 import { t } from '../../http/schema'
 import { importKeys } from './import-service'
+import { byApiKey } from '../events/outbox'
 
 export function keyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.keys', prefix: '/v1/keys', detail: { tags: ['License keys'] } })
@@ -43,16 +44,17 @@ export function keyRoutes(deps: Deps) {
         const format = formatOf(ctx.headers['content-type'])
         if (format === null) throw invalid('header.content-type', 'must be application/json, application/x-ndjson or text/csv')
         const input = { format, body: ctx.body, dryRun: ctx.query.dry_run === true }
-        if (input.dryRun) return importKeys(deps, ctx.principal, input)
+        const who = { accountId: ctx.principal.accountId, actor: byApiKey(ctx.principal) }
+        if (input.dryRun) return importKeys(deps, who, input)
         return createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys/import', (record) =>
-          importKeys(deps, ctx.principal, input, record),
+          importKeys(deps, who, input, record),
         ) as Promise<ImportAnswer>
       },
       {
         auth: 'keys:write',
         query: ImportQuery,
         body: ImportBody,
-        response: { 200: DryRunAnswer, 201: ImportAnswer, ...withBody(), ...problems(422) },
+        response: { 200: DryRunAnswer, 201: ImportAnswer, ...withBody(), ...problems(409, 422) },
         detail: {
           summary: 'Import keys from another system: all rows or none (emits one keys.imported)',
           description:
@@ -81,6 +83,7 @@ export function keyRoutes(deps: Deps) {
         query: ExportQuery,
         response: {
           200: t.String({
+            [TEXT_TYPES_MARK]: ['application/x-ndjson', 'text/csv'],
             description:
               'Streamed. NDJSON: one key per line, with product_slug, key_hash (or key_sha256 for a hash-only import not validated yet) ' +
               'and its active devices as activations. CSV: a header row and the same fields but activations (metadata, entitlements, ' +
