@@ -62,12 +62,12 @@ try {
   try {
     // every 100th key is the small product's (the baseline); every 10th has a device
     await sql`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit, metadata, created_at)
-      select 'key_' || lpad(i::text, 26, '0'), ${acct.body.id}, case when i % 100 = 0 then ${small.id} else ${big.id} end,
+      select 'key_' || lpad(i::text, 26, '0'), ${acct.body.account.id}, case when i % 100 = 0 then ${small.id} else ${big.id} end,
         encode(sha256(('bench-' || i)::bytea), 'hex'), 'BENCH', 3, jsonb_build_object('customer', 'c' || i),
         now() - make_interval(secs => ${KEYS} - i)
       from generate_series(1, ${KEYS}) i`
     await sql`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name)
-      select 'act_' || lpad(i::text, 26, '0'), ${acct.body.id}, 'key_' || lpad(i::text, 26, '0'), ${big.id},
+      select 'act_' || lpad(i::text, 26, '0'), ${acct.body.account.id}, 'key_' || lpad(i::text, 26, '0'), ${big.id},
         encode(sha256(('device-' || i)::bytea), 'hex'), 'Laptop'
       from generate_series(10, ${KEYS}, 10) i where i % 100 <> 0`
     await sql`vacuum analyze license_keys`

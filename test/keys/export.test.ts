@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto'
 import { afterAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { fingerprint, newKey, newProduct, startHarness, useHarness, type Harness } from '../support/harness'
 import { expectProblem } from '../support/helpers'
+import { EXPORT_PAGE } from '../../src/modules/keys/export-service'
 
 setDefaultTimeout(180_000)
 
@@ -53,6 +54,21 @@ describe('export', () => {
     const empty = await h.call('GET', '/v1/keys/export', { token: other })
     expect(empty.status).toBe(200)
     expect(lines(empty.body)).toEqual([])
+  })
+
+  test('pages follow one another exactly: more keys than a page, created within the same millisecond', async () => {
+    const { id: accountId, token } = await h.account()
+    const product = await newProduct(h.call, token)
+    const rows = Array.from({ length: EXPORT_PAGE + 5 }, (_, i) => ({ key: `page-value-${i}`, product_id: product.id }))
+    expect((await h.call('POST', '/v1/keys/import', { token, body: { rows } })).status).toBe(201)
+    // microseconds apart, as keys made by concurrent requests can be (a millisecond cursor would repeat rows)
+    await h.node.deps.sql`update license_keys k set created_at = '2024-01-01T00:00:00Z'::timestamptz + n.i * interval '1 microsecond'
+      from (select id, row_number() over (order by id) as i from license_keys where account_id = ${accountId}) n
+      where k.id = n.id`
+    const exported = lines((await h.call('GET', '/v1/keys/export', { token })).body)
+    expect(exported).toHaveLength(EXPORT_PAGE + 5)
+    expect(new Set(exported.map((r) => r.id)).size).toBe(EXPORT_PAGE + 5)
+    expect(exported.map((r) => r.id)).toEqual(exported.map((r) => r.id).sort())
   })
 
   test('round trip: export from one installation, import into a fresh one: every key validates with its old value and devices', async () => {

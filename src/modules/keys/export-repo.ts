@@ -20,27 +20,27 @@ export interface ExportedKey {
   key_hash: string | null
   /** a hash-only import not yet validated: the SHA-256 it was imported with */
   key_sha256: string | null
-  /** for the keyset */
-  after: { createdAt: Date; id: string }
+  /** for the keyset: created_at as Postgres writes it (to the microsecond; a Date would round to the millisecond) */
+  after: { createdAt: string; id: string }
 }
 
 export async function exportPage(sql: Sql, accountId: string, f: ExportFilter, after: ExportedKey['after'] | null, limit: number): Promise<ExportedKey[]> {
   const rows = await sql<any[]>`select ${keyColumns(sql)}, pr.slug as product_slug, s.sha256 as key_sha256,
-      coalesce(k.portable_hash, k.key_hash) as export_hash
+      coalesce(k.portable_hash, k.key_hash) as export_hash, k.created_at::text as cursor_at
     from ${keyFrom(sql)} join products pr on pr.id = k.product_id left join key_sha256_imports s on s.key_id = k.id
     where k.account_id = ${accountId}
       ${f.productId !== undefined ? sql`and k.product_id = ${f.productId}` : sql``}
       ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
       ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
       ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}
-      ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}, ${after.id})` : sql``}
+      ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}::timestamptz, ${after.id})` : sql``}
     order by k.created_at, k.id limit ${limit}`
   return rows.map((r) => ({
     key: toKey(r),
     product_slug: r.product_slug,
     key_hash: r.key_sha256 === null ? r.export_hash : null,
     key_sha256: r.key_sha256,
-    after: { createdAt: r.created_at, id: r.id },
+    after: { createdAt: r.cursor_at, id: r.id },
   }))
 }
 
