@@ -20,7 +20,10 @@ export interface ExportedKey {
   key_hash: string | null
   /** a hash-only import not yet validated: the SHA-256 it was imported with */
   key_sha256: string | null
-  /** for the keyset: created_at as Postgres writes it (to the microsecond; a Date would round to the millisecond) */
+  /**
+   * for the keyset: created_at as Postgres writes it, to the microsecond, sent back as text (a Date,
+   * or a parameter typed timestamptz, which postgres.js serialises through Date, rounds to the millisecond)
+   */
   after: { createdAt: string; id: string }
 }
 
@@ -33,7 +36,7 @@ export async function exportPage(sql: Sql, accountId: string, f: ExportFilter, a
       ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
       ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
       ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}
-      ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}::timestamptz, ${after.id})` : sql``}
+      ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}::text::timestamptz, ${after.id})` : sql``}
     order by k.created_at, k.id limit ${limit}`
   return rows.map((r) => ({
     key: toKey(r),
