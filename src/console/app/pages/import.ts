@@ -62,8 +62,7 @@ export function ImportKeys() {
     ${step.kind === 'checked' && file
       ? html`<div class="panel" aria-live="polite">
           <h2>Ready to import</h2>
-          <p><strong>${num(step.answer.would_create)}</strong> ${step.answer.would_create === 1 ? 'key' : 'keys'} will be created from ${file.name};
-            <strong>${num(step.answer.would_skip)}</strong> ${step.answer.would_skip === 1 ? 'row is' : 'rows are'} skipped (their external_id is already imported).</p>
+          <p><strong>${num(step.answer.would_create)}</strong> ${step.answer.would_create === 1 ? 'key' : 'keys'} will be created from ${file.name};${' '}<strong>${num(step.answer.would_skip)}</strong> ${step.answer.would_skip === 1 ? 'row is' : 'rows are'} skipped (their external_id is already imported).</p>
           <div class="form-actions">
             <button class="btn primary" type="button" disabled=${step.answer.would_create === 0} onClick=${() => run(file, false)}>
               Import ${num(step.answer.would_create)} ${step.answer.would_create === 1 ? 'key' : 'keys'}
