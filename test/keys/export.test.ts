@@ -56,6 +56,23 @@ describe('export', () => {
     expect(lines(empty.body)).toEqual([])
   })
 
+  test('a reissued imported key exports its new value\'s hash, not what the import kept of the old one', async () => {
+    const a = await h.account()
+    const b = await h.account()
+    const product = await newProduct(h.call, b.token)
+    const other = await newProduct(h.call, a.token)
+    const shared = `shared-${Math.random().toString(36).slice(2)}`
+    await h.call('POST', '/v1/keys/import', { token: a.token, body: { rows: [{ key: shared, product_id: other.id }] } })
+    const imported = await h.call('POST', '/v1/keys/import', {
+      token: b.token,
+      body: { rows: [{ key: shared, product_id: product.id }, { key_sha256: createHash('sha256').update('never-typed').digest('hex'), product_id: product.id }] },
+    })
+    const reissued = await Promise.all(imported.body.keys.map((k: any) => h.call('POST', `/v1/keys/${k.id}/reissue`, { token: b.token })))
+    const rows = lines((await h.call('GET', '/v1/keys/export', { token: b.token })).body)
+    const hashOf = (value: string) => createHash('sha256').update(`license-key:${value.replaceAll('-', '')}`).digest('hex')
+    expect(rows.map((r) => [r.key_hash, r.key_sha256])).toEqual(reissued.map((r) => [hashOf(r.body.key_value), undefined]))
+  })
+
   test('pages follow one another exactly: more keys than a page, created within the same millisecond', async () => {
     const { id: accountId, token } = await h.account()
     const product = await newProduct(h.call, token)

@@ -230,9 +230,13 @@ export async function reinstateKey(tx: Tx, id: string): Promise<void> {
     where id = ${id}`
 }
 
-/** A new key value for a locked key: only its hash and prefix change; devices and history stay. */
+/**
+ * A new key value for a locked key: only its hash and prefix change; devices and history stay. What an
+ * import kept of the old value (its portable hash, a SHA-256 awaiting its first validate) goes with it.
+ */
 export async function reissueKey(tx: Tx, id: string, keyHash: string, keyPrefix: string): Promise<void> {
-  await tx`update license_keys set key_hash = ${keyHash}, key_prefix = ${keyPrefix}, updated_at = now() where id = ${id}`
+  await tx`update license_keys set key_hash = ${keyHash}, portable_hash = null, key_prefix = ${keyPrefix}, updated_at = now() where id = ${id}`
+  await tx`delete from key_sha256_imports where key_id = ${id}`
 }
 
 export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {
