@@ -15,6 +15,7 @@ import { apiKeyRoutes } from './modules/api-keys/routes'
 import type { Mailer } from './modules/connectors/mailer'
 import { connectorRoutes, HOOK_BODY_LIMIT, HOOK_PREFIX, hookRoutes } from './modules/connectors/routes'
 import { eventRoutes } from './modules/events/routes'
+import { MAX_IMPORT_BYTES } from './modules/keys/import-parse'
 import { keyRoutes } from './modules/keys/routes'
 import { offlineRoutes } from './modules/offline/routes'
 import { Signers } from './modules/offline/signing-keys'
@@ -35,8 +36,11 @@ export interface NodeDeps extends Deps {
   readonly mailer: Mailer
 }
 
-/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12). */
-const BODY_LIMITS: ReadonlyMap<string, number> = new Map([['/v1/offline-licenses/sync', 256 * 1024]])
+/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12), an import 8 MiB. */
+const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
+  ['/v1/offline-licenses/sync', 256 * 1024],
+  ['/v1/keys/import', MAX_IMPORT_BYTES],
+])
 /** The routes whose body arrives as raw bytes: a payment provider's signature is over the exact body. */
 const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY_LIMIT]])
 

@@ -8,6 +8,14 @@ import { PLANS, type Plan } from './core/plans'
 import { SCOPES, type Scope } from './core/scopes'
 import { createAccount, issueApiKey, listAccounts } from './modules/accounts/service'
 import { openDb } from './node'
+import { AppError } from './core/errors'
+import { LocalBus, type Bus } from './infra/bus'
+import { NatsBus } from './infra/nats-bus'
+import { createLogger } from './infra/log'
+import { OPERATOR } from './modules/events/outbox'
+import { MAX_IMPORT_BYTES, MAX_IMPORT_ROWS, type ImportFormat } from './modules/keys/import-parse'
+import { importKeys } from './modules/keys/import-service'
+import { exportKeys } from './modules/keys/export-service'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations
@@ -18,6 +26,12 @@ const USAGE = `Usage:
   bun run keyward api-keys create --account ID --scope SCOPE [--name NAME]
                                                             issue an API key to an account (recovery);
                                                             prints its token once
+  bun run keyward import FILE --account ID [--format json|ndjson|csv] [--dry-run]
+                                                            import keys from a file (as POST /v1/keys/import:
+                                                            all rows or none; the format from the file's
+                                                            extension unless given)
+  bun run keyward export --account ID [--format ndjson|csv] [--product ID] [--policy ID]
+                         [--status STATUS] [--out FILE]     export the account's keys (stdout unless --out)
 Plans: ${PLANS.join(', ')}
 Scopes: ${SCOPES.join(', ')}`
 
@@ -93,11 +107,102 @@ async function apiKeysCreate(config: Config, args: string[]): Promise<void> {
   console.log(`token: ${apiKey.token}   (shown only this once)`)
 }
 
+/** The bus of a cluster (NATS), so running nodes forget values they had answered not_found for; none embedded. */
+async function withBus<T>(config: Config, sql: Sql, work: (bus: Bus) => Promise<T>): Promise<T> {
+  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql, log: createLogger('error', 2), trustWindowMs: config.degradedTtlMs }) : new LocalBus()
+  try {
+    return await work(bus)
+  } finally {
+    await bus.close()
+  }
+}
+
+const FORMATS: Record<string, ImportFormat> = { json: 'json', ndjson: 'ndjson', jsonl: 'ndjson', csv: 'csv' }
+
+async function importCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { account: { type: 'string' }, format: { type: 'string' }, 'dry-run': { type: 'boolean' } },
+  })
+  const file = positionals[0]
+  if (!file || positionals.length > 1) throw new UsageError('import takes one FILE')
+  if (!values.account) throw new UsageError('--account is required (an acct_ id)')
+  const format = FORMATS[values.format ?? file.split('.').pop()!.toLowerCase()]
+  if (!format) throw new UsageError('--format must be json, ndjson or csv (or name the file .json, .ndjson, .jsonl or .csv)')
+  const source = Bun.file(file)
+  if (!(await source.exists())) throw new UsageError(`${file}: no such file`)
+  if (source.size > MAX_IMPORT_BYTES) throw new UsageError(`${file} is over ${MAX_IMPORT_BYTES} bytes: split it (at most ${MAX_IMPORT_ROWS} rows a file)`)
+  const text = await source.text()
+  let body: unknown = text
+  if (format === 'json') {
+    try {
+      body = JSON.parse(text)
+    } catch {
+      throw new UsageError(`${file} is not valid JSON`)
+    }
+  }
+  const accountId = values.account
+  try {
+    const answer = await withDb(config, async (sql) => {
+      const [account] = await sql`select 1 from accounts where id = ${accountId}`
+      if (!account) throw new UsageError(`no account ${accountId}`)
+      return withBus(config, sql, (bus) => importKeys({ sql, bus }, { accountId, actor: OPERATOR }, { format, body, dryRun: values['dry-run'] === true }))
+    })
+    if ('dry_run' in answer) console.log(`dry run: ${answer.would_create} would be created, ${answer.would_skip} skipped (external_id exists)`)
+    else console.log(`created: ${answer.created}\nskipped: ${answer.skipped} (external_id exists)`)
+  } catch (err) {
+    if (!(err instanceof AppError)) throw err
+    // the same answer as the API's problem, for a terminal: every bad row by line
+    const lines = (err.extra.rows ?? []).flatMap((r) =>
+      r.errors.map((e) => `  line ${r.line}${r.external_id ? ` (${r.external_id})` : ''}: ${e.field} ${e.message}`),
+    )
+    const fields = (err.extra.errors ?? []).map((e) => `  ${e.field} ${e.message}`)
+    throw new UsageError([`${err.detail}`, ...lines, ...(lines.length ? [] : fields)].join('\n'))
+  }
+}
+
+async function exportCommand(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      account: { type: 'string' },
+      format: { type: 'string' },
+      product: { type: 'string' },
+      policy: { type: 'string' },
+      status: { type: 'string' },
+      out: { type: 'string' },
+    },
+  })
+  if (!values.account) throw new UsageError('--account is required (an acct_ id)')
+  const format = values.format ?? 'ndjson'
+  if (format !== 'ndjson' && format !== 'csv') throw new UsageError('--format must be ndjson or csv')
+  const statuses = ['active', 'revoked', 'suspended', 'expired'] as const
+  if (values.status !== undefined && !statuses.includes(values.status as never)) throw new UsageError(`--status must be one of ${statuses.join(', ')}`)
+  const query = { format, product_id: values.product, policy_id: values.policy, status: values.status as (typeof statuses)[number] | undefined } as const
+  const count = await withDb(config, async (sql) => {
+    const [account] = await sql`select 1 from accounts where id = ${values.account!}`
+    if (!account) throw new UsageError(`no account ${values.account}`)
+    const out = values.out ? Bun.file(values.out).writer() : Bun.stdout.writer()
+    let lines = 0
+    for await (const chunk of exportKeys({ sql }, { accountId: values.account! }, query) as unknown as AsyncIterable<Uint8Array>) {
+      for (let i = 0; i < chunk.length; i++) if (chunk[i] === 10) lines++
+      out.write(chunk)
+      await out.flush()
+    }
+    await out.end()
+    return format === 'csv' ? Math.max(0, lines - 1) : lines
+  })
+  if (values.out) console.log(`exported ${count} keys to ${values.out}`)
+}
+
 const COMMANDS: Record<string, (config: Config, args: string[]) => Promise<void>> = {
   'accounts create': accountsCreate,
   'accounts list': accountsList,
   'api-keys create': apiKeysCreate,
 }
+/** Commands of one word, taking the rest as arguments. */
+const SINGLE: Record<string, (config: Config, args: string[]) => Promise<void>> = { import: importCommand, export: exportCommand }
 
 async function main(argv: string[]): Promise<number> {
   const config = loadConfig()
@@ -111,6 +216,11 @@ async function main(argv: string[]): Promise<number> {
       } finally {
         await db.close()
       }
+      return 0
+    }
+    const single = command === undefined ? undefined : SINGLE[command]
+    if (single) {
+      await single(config, argv.slice(1))
       return 0
     }
     const run = COMMANDS[`${command} ${sub}`]

@@ -11,8 +11,15 @@ import { verifyStored, type SignedAnswer, type VerifyKey } from './signature.js'
 const LAST_SEEN = 'last-seen'
 const VALIDATE = '/v1/validate'
 
-/** How the service compares keys: case, surrounding spaces and hyphens do not matter. */
-const normalizeKey = (key: string) => key.trim().toUpperCase().replace(/-/g, '')
+/**
+ * How the service compares keys: for a value in Keyward's format, case, surrounding spaces and
+ * hyphens do not matter; any other value (a key imported from another system) is compared exactly,
+ * trimmed, so a stored answer for `Abc-1` never serves `abc-1`.
+ */
+const normalizeKey = (key: string) => {
+  const canonical = key.trim().toUpperCase().replace(/-/g, '')
+  return /^[0-9A-HJKMNP-TV-Z]{25}$/.test(canonical) ? canonical : key.trim()
+}
 
 export interface GraceOptions {
   storage: KeywardStorage

@@ -240,6 +240,16 @@ export interface components {
             }[];
             request_id: string;
             retry_after?: number;
+            /** @description import_invalid only: every bad row of the import */
+            rows?: {
+                errors: {
+                    field: string;
+                    message: string;
+                }[];
+                external_id: string | null;
+                /** @description The line an editor shows: NDJSON from 1, a CSV's first row is 2 (after its header), JSON rows[i] is i + 1 */
+                line: number;
+            }[];
             status: number;
             title: string;
             type: string;
@@ -286,7 +296,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description payload_too_large: the request body is over the limit (64 KiB on most routes) */
+        /** @description payload_too_large: the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import) */
         PayloadTooLarge: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -337,7 +347,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description product_has_active_keys: deleting a product that still has an active key */
+        /** @description import_invalid: an import has bad rows: `rows` lists every one by line, with each field's problem; nothing was written; product_has_active_keys: deleting a product that still has an active key */
         UnprocessableContent: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -468,7 +478,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes) */
+            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import) */
             413: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -624,7 +634,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes) */
+            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import) */
             413: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -723,7 +733,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes) */
+            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import) */
             413: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -862,7 +872,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes) */
+            /** @description payload_too_large: the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import) */
             413: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];

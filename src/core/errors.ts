@@ -19,6 +19,7 @@ export const ERROR_CODES = [
   'idempotency_key_reused',
   'payload_too_large',
   'product_has_active_keys',
+  'import_invalid',
   'last_full_access_key',
   'rate_limited',
   'internal_error',
@@ -32,11 +33,18 @@ export interface FieldError {
   message: string
 }
 
+/** An import's bad row: its line as an editor shows it, its external_id, and every problem with it. */
+export interface RowErrors {
+  line: number
+  external_id: string | null
+  errors: FieldError[]
+}
+
 export class AppError extends Error {
   constructor(
     readonly code: ErrorCode,
     readonly detail: string,
-    readonly extra: { errors?: FieldError[]; retryAfter?: number } = {},
+    readonly extra: { errors?: FieldError[]; retryAfter?: number; rows?: RowErrors[] } = {},
   ) {
     super(detail)
   }

@@ -25,6 +25,7 @@ export const EVENT_TYPES = [
   'policy.created',
   'policy.updated',
   'policy.deleted',
+  'keys.imported',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

@@ -1,7 +1,7 @@
 // Domain errors as HTTP: the one code → status table (with each code's title and when it happens), and
 // one envelope (RFC 9457 problem+json). The documented problem responses (http/responses.ts for a
 // route's statuses, http/openapi-fixes.ts for their descriptions) are read from the same table.
-import { AppError, type ErrorCode, type FieldError } from '../core/errors'
+import { AppError, type ErrorCode, type FieldError, type RowErrors } from '../core/errors'
 
 export const ERRORS = {
   invalid_request: {
@@ -32,7 +32,16 @@ export const ERRORS = {
     when: 'the same Idempotency-Key with a different request, or while its first request still runs',
   },
   last_full_access_key: { status: 409, title: 'Last full_access API key', when: "deleting the account's last full_access API key" },
-  payload_too_large: { status: 413, title: 'Payload too large', when: 'the request body is over the limit (64 KiB on most routes)' },
+  payload_too_large: {
+    status: 413,
+    title: 'Payload too large',
+    when: 'the request body is over the limit (64 KiB on most routes; 8 MiB and 10,000 rows for a key import)',
+  },
+  import_invalid: {
+    status: 422,
+    title: 'Import invalid',
+    when: 'an import has bad rows: `rows` lists every one by line, with each field\'s problem; nothing was written',
+  },
   product_has_active_keys: { status: 422, title: 'Product has active keys', when: 'deleting a product that still has an active key' },
   rate_limited: {
     status: 429,
@@ -61,6 +70,7 @@ export interface Problem {
   request_id: string
   errors?: FieldError[]
   retry_after?: number
+  rows?: RowErrors[]
 }
 
 export function problemBody(err: AppError, requestId: string): Problem {
@@ -75,6 +85,7 @@ export function problemBody(err: AppError, requestId: string): Problem {
   }
   if (body.status === 400) body.errors = err.extra.errors ?? []
   if (body.status === 429 && err.extra.retryAfter !== undefined) body.retry_after = err.extra.retryAfter
+  if (err.extra.rows !== undefined) body.rows = err.extra.rows
   return body
 }
 

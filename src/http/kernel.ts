@@ -48,6 +48,25 @@ export function parseJson(buf: Uint8Array): object {
   return checkJsonObject(value)
 }
 
+/** CSV and NDJSON bodies (the key import) arrive as text; every other body is JSON. */
+const TEXT_TYPES = new Set(['text/csv', 'application/x-ndjson', 'application/ndjson'])
+export const isTextBody = (contentType: string | null) =>
+  contentType !== null && TEXT_TYPES.has(contentType.split(';')[0]!.trim().toLowerCase())
+
+/** A text body (see isTextBody) under the size limit: UTF-8 without NUL, else 400. */
+export async function readText(request: Request, limit = BODY_LIMIT): Promise<string> {
+  checkDeclaredLength(request.headers.get('content-length'), limit)
+  let text: string
+  try {
+    text = utf8.decode(await readBody(request, limit))
+  } catch (err) {
+    if (err instanceof AppError) throw err
+    throw invalid('body', 'must be UTF-8 text')
+  }
+  if (text.includes('\u0000')) throw invalid('body', 'must not contain NUL characters')
+  return text
+}
+
 export const notJson = () =>
   new AppError('invalid_request', 'The request body is not valid JSON', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
 
@@ -219,9 +238,11 @@ export function kernel(
       checkDeclaredLength(request.headers.get('content-length'), limit)
       checkQuery(request.url)
     })
-    .onParse({ as: 'global' }, ({ request }) =>
-      raw.has(request) ? readBody(request, limits.get(request)!) : readJson(request, limits.get(request) ?? BODY_LIMIT),
-    )
+    .onParse({ as: 'global' }, ({ request }) => {
+      if (raw.has(request)) return readBody(request, limits.get(request)!)
+      const limit = limits.get(request) ?? BODY_LIMIT
+      return isTextBody(request.headers.get('content-type')) ? readText(request, limit) : readJson(request, limit)
+    })
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
       const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))
       const appError = toAppError(code, error, log, requestId)

@@ -4,7 +4,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { CORS_HEADERS, preflightHeaders } from './client-answers'
 import { errorEntries } from './errors'
-import { CLIENT_MARK, clientRouteOf, IDEMPOTENT_MARK, PROBLEM_STATUSES, SIGNED_MARK } from './responses'
+import { CLIENT_MARK, clientRouteOf, IDEMPOTENT_MARK, PROBLEM_STATUSES, SIGNED_MARK, TEXT_TYPES_MARK } from './responses'
 import { Problem } from './schema'
 
 type Json = Record<string, any>
@@ -168,7 +168,16 @@ export function requestBodies(doc: Json, routes: readonly RouteLike[]): void {
       delete op.requestBody
       continue
     }
-    op.requestBody.content = { 'application/json': { schema: json(schema) } } // JSON is the only body format the kernel parses
+    // A body that is JSON or text (the key import: an object, or CSV / NDJSON read by the kernel's readText)
+    const either = (json(schema) as Json).anyOf as Json[] | undefined
+    const object = either?.find((x) => x.type === 'object')
+    const text = either?.find((x) => x.type === 'string')
+    if (object && text) {
+      op.requestBody.content = { 'application/json': { schema: object }, 'application/x-ndjson': { schema: text }, 'text/csv': { schema: text } }
+      op.requestBody.required = true
+      continue
+    }
+    op.requestBody.content = { 'application/json': { schema: json(schema) } } // JSON is the only body format the kernel parses (but the text above)
     op.requestBody.required = ((schema as Json).required ?? []).length > 0 // an empty body reads as {}
   }
 }
@@ -193,6 +202,19 @@ export function voidResponses(doc: Json): void {
         delete res.content
         if (status === '204') res.description = 'No content'
       }
+    }
+  }
+}
+
+/** An answer declared as text with TEXT_TYPES_MARK is documented under those media types, not as JSON. */
+export function textResponses(doc: Json): void {
+  for (const [, , op] of operations(doc)) {
+    for (const res of Object.values<Json>(op.responses ?? {})) {
+      const schema = res.content?.['application/json']?.schema
+      const types = schema?.[TEXT_TYPES_MARK] as string[] | undefined
+      if (!types) continue
+      const { [TEXT_TYPES_MARK]: _, ...plain } = schema
+      res.content = Object.fromEntries(types.map((t) => [t, { schema: plain }]))
     }
   }
 }
@@ -314,6 +336,7 @@ export function fixDocument(doc: Json, routes: readonly RouteLike[], events: Rec
   requestBodies(doc, routes)
   bodyLimit(doc)
   voidResponses(doc)
+  textResponses(doc)
   requestHeaders(doc, marks)
   answers(doc, marks)
   corsPreflights(doc, marks)

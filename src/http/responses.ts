@@ -27,6 +27,9 @@ export const behindAuth = () => problems(400, 401, 403, 503)
 /** A route that reads a JSON body: 400 for malformed JSON or a schema failure, 413 past the size limit. */
 export const withBody = () => problems(400, 413)
 
+/** Marks a text answer's schema with its media types (the key export: NDJSON or CSV): the docs list it under those. */
+export const TEXT_TYPES_MARK = 'x-keyward-content-types'
+
 /** Marks a create route that takes `Idempotency-Key` (http/idempotency.ts); spread into `detail`. */
 export const IDEMPOTENT_MARK = 'x-keyward-idempotent'
 export const IDEMPOTENT = { [IDEMPOTENT_MARK]: true } as const

@@ -33,6 +33,16 @@ export const Problem = Type.Object(
     request_id: Type.String(),
     errors: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
     retry_after: Type.Optional(Type.Integer()),
+    rows: Type.Optional(
+      Type.Array(
+        Type.Object({
+          line: Type.Integer({ description: 'The line an editor shows: NDJSON from 1, a CSV\'s first row is 2 (after its header), JSON rows[i] is i + 1' }),
+          external_id: Type.Union([Type.String(), Type.Null()]),
+          errors: Type.Array(Type.Object({ field: Type.String(), message: Type.String() })),
+        }),
+        { description: 'import_invalid only: every bad row of the import' },
+      ),
+    ),
   },
   { description: 'RFC 9457 problem document (application/problem+json)' },
 )

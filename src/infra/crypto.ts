@@ -137,3 +137,30 @@ export function open(secretKey: Uint8Array, sealed: string): Buffer {
   decipher.setAuthTag(Buffer.from(tag, 'base64url'))
   return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()])
 }
+
+// ---- Imported key values (API-3 §6): each keeps its own lookup --------------------------------------
+/** What a value imported as it is must be: 6..256 characters once trimmed, no control character. */
+export const IMPORTED_VALUE_RE = /^[^\u0000-\u001F\u007F-\u009F]{6,256}$/
+
+/**
+ * A value's portable hash, the one an export carries: the hash of the canonical form for a value in
+ * Keyward's format (forgiving: case, hyphens, spaces around), else of the exact trimmed value
+ * (case-sensitive). Null when the value can be neither.
+ */
+export function portableKeyHash(value: string, encoding: 'hex' | 'base64' = 'hex'): string | null {
+  const canonical = normalizeKeyValue(value)
+  if (canonical !== null) return hashKeyValue(canonical, encoding)
+  const exact = value.trim()
+  return IMPORTED_VALUE_RE.test(exact) ? hashKeyValue(exact, encoding) : null
+}
+
+/** The hash a key is stored under in `accountId` when another account already holds its portable hash. */
+export const scopedKeyHash = (accountId: string, portableHex: string, encoding: 'hex' | 'base64' = 'hex') =>
+  hash('sha256', `license-key@${accountId}:${portableHex}`, encoding)
+
+/** The hash a key imported by SHA-256 only waits under, until its first validate re-hashes it. */
+export const pendingKeyHash = (accountId: string, sha256Hex: string, encoding: 'hex' | 'base64' = 'hex') =>
+  hash('sha256', `license-key-sha256@${accountId}:${sha256Hex}`, encoding)
+
+/** The start of a value as key_prefix shows it: the canonical form's, else the exact value's. */
+export const keyPrefixOf = (value: string) => (normalizeKeyValue(value) ?? value.trim()).slice(0, 5)

@@ -66,6 +66,8 @@ test('every event type is produced, and each payload matches its documented sche
   const policy = ok(await h.call('POST', '/v1/policies', { token, body: { product_id: product.id, name: 'Pro', entitlements: { export: true } } }), 'policy.created')
   ok(await h.call('PATCH', `/v1/policies/${policy.id}`, { token, body: { activation_limit: 5 } }), 'policy.updated')
   ok(await h.call('DELETE', `/v1/policies/${policy.id}`, { token }), 'policy.deleted')
+  const imported = ok(await h.call('POST', '/v1/keys/import', { token, body: { rows: [{ key: 'imported-value-1', product_id: product.id }] } }), 'keys.imported')
+  expect(imported.created).toBe(1)
 
   const spare = await newProduct(h.call, token)
   ok(await h.call('DELETE', `/v1/products/${spare.id}`, { token }), 'product.deleted')

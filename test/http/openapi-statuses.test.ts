@@ -55,6 +55,7 @@ const VALID_BODY: Record<string, unknown> = {
   'POST /v1/deactivate': { key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012', device_fingerprint: 'a'.repeat(64) },
   'POST /v1/devices': { key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012' },
   'POST /v1/offline-licenses/sync': { licenses: ['not a license'] },
+  'POST /v1/keys/import': { rows: [{ key: 'probe-value-1', product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3I' }] },
 }
 
 /** The create routes that take an Idempotency-Key, each with a second body that differs in a schema field. */
@@ -65,6 +66,7 @@ const IDEMPOTENT: Record<string, unknown> = {
   'POST /v1/api-keys': { name: 'probe two', scope: 'validate' },
   'POST /v1/keys/{id}/offline-licenses': { device_fingerprint: 'b'.repeat(64) },
   'POST /v1/policies': { product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3J', name: 'probe two' },
+  'POST /v1/keys/import': { rows: [] },
 }
 
 test('each operation, driven through every error class it can meet', async () => {
@@ -94,9 +96,10 @@ test('each operation, driven through every error class it can meet', async () =>
     if (withBody(method)) {
       const json = { 'content-type': 'application/json' }
       want(key, 'malformed JSON', (await call({ token: ownerOf(path), raw: '{"broken": ', headers: json })).status, [400])
-      // Every route takes 64 KiB but the offline sync, which takes 256 KiB (100 licenses), and a payment
-      // provider's webhook, 1 MiB.
-      const limit = path === '/v1/offline-licenses/sync' ? 256 * 1024 : path.startsWith('/hooks/') ? 1024 * 1024 : 64 * 1024
+      // Every route takes 64 KiB but the offline sync, which takes 256 KiB (100 licenses), a payment
+      // provider's webhook, 1 MiB, and the key import, 8 MiB.
+      const limit =
+        path === '/v1/offline-licenses/sync' ? 256 * 1024 : path.startsWith('/hooks/') ? 1024 * 1024 : path === '/v1/keys/import' ? 8 * 1024 * 1024 : 64 * 1024
       const big = await call({ token: ownerOf(path), raw: JSON.stringify({ pad: 'x'.repeat(limit + 6_000) }), headers: json })
       want(key, 'a body over its limit', big.status, [413])
     }

@@ -70,7 +70,7 @@ test('every foundation route of the contract is documented, at the contract\'s p
   for (const route of FOUNDATION_ROUTES) expect(ops).toContain(route)
 })
 
-test('each operation: success and error responses, bearer security on /v1 (except none), bodies documented as JSON', () => {
+test('each operation: success and error responses, bearer security on /v1 (except none), bodies documented as JSON (the import also as text)', () => {
   for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
     for (const [method, op] of Object.entries<any>(item)) {
       const codes = Object.keys(op.responses ?? {})
@@ -94,7 +94,9 @@ test('each operation: success and error responses, bearer security on /v1 (excep
         if (code === '204') expect(res.content).toBeUndefined()
       }
       if (op.requestBody) {
-        expect(Object.keys(op.requestBody.content)).toEqual(['application/json'])
+        // the key import also takes its rows as NDJSON or CSV text
+        const types = path === '/v1/keys/import' ? ['application/json', 'application/x-ndjson', 'text/csv'] : ['application/json']
+        expect(Object.keys(op.requestBody.content)).toEqual(types)
         expect(op.requestBody.content['application/json'].schema.type).toBe('object')
       }
       if (['post', 'put', 'patch'].includes(method) && /\/(products|keys|api-keys|accounts)(\/\{id\})?$/.test(path)) {

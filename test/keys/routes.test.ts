@@ -38,6 +38,7 @@ describe('license keys', () => {
       after_expiry: 'refuse',
       policy_id: null,
       expiry_pending: false,
+      external_id: null,
       overrides: {},
       key_value: expect.stringMatching(KEY_VALUE),
     })

@@ -29,12 +29,14 @@ export const MATRIX: Row[] = [
 
   { method: 'GET', path: () => '/v1/keys', needs: 'keys:read' },
   { method: 'GET', path: () => `/v1/keys/${ghostId('key')}`, needs: 'keys:read' },
+  { method: 'GET', path: () => '/v1/keys/export', needs: 'keys:read' },
 
   { method: 'POST', path: () => '/v1/keys', needs: 'keys:write', body: {} },
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/extend`, needs: 'keys:write', body: { expires_at: null } },
   { method: 'DELETE', path: () => `/v1/keys/${ghostId('key')}/activations/${ghostId('act')}`, needs: 'keys:write' },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/reissue`, needs: 'keys:write' },
+  { method: 'POST', path: () => '/v1/keys/import?dry_run=true', needs: 'keys:write', body: { rows: [] } },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/revoke`, needs: 'keys:revoke', body: {} },
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/suspend`, needs: 'keys:revoke', body: {} },

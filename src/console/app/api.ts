@@ -11,7 +11,7 @@ export type FieldError = NonNullable<ProblemFields['errors']>[number]
  * (network down, a field it checks before asking), which has no type, title or request id.
  */
 export type Problem = Pick<ProblemFields, 'status' | 'code' | 'detail'> &
-  Partial<Pick<ProblemFields, 'type' | 'title' | 'request_id' | 'errors' | 'retry_after'>>
+  Partial<Pick<ProblemFields, 'type' | 'title' | 'request_id' | 'errors' | 'retry_after' | 'rows'>>
 
 export class ApiError extends Error {
   constructor(readonly problem: Problem) {
@@ -87,24 +87,48 @@ export function qs(params: Params) {
 /** The path with a query string of the defined values only. */
 export const withQuery = (path: ApiPath, params: Params) => (path + qs(params)) as ApiPath
 
-export async function request<T>(method: string, path: ApiPath, body?: unknown, token?: string): Promise<T> {
-  const auth = token ?? loadSession()?.token
+/** The answer to a request, or the ApiError of its problem (a 401 of the session's token signs out). */
+async function send(method: string, path: ApiPath, init: { body?: string; type?: string; token?: string }): Promise<Response> {
+  const auth = init.token ?? loadSession()?.token
   const headers: Record<string, string> = {}
   if (auth) headers.authorization = `Bearer ${auth}`
-  if (body !== undefined) headers['content-type'] = 'application/json'
+  if (init.type) headers['content-type'] = init.type
   let res: Response
   try {
-    res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+    res = await fetch(path, { method, headers, body: init.body })
   } catch {
     throw new ApiError({ status: 0, code: 'network', detail: 'The node could not be reached. Check your connection and try again.' })
   }
   if (!res.ok) {
     const p = await toProblem(res)
-    if (res.status === 401 && token === undefined) onUnauthorized(p)
+    if (res.status === 401 && init.token === undefined) onUnauthorized(p)
     throw new ApiError(p)
   }
+  return res
+}
+
+export async function request<T>(method: string, path: ApiPath, body?: unknown, token?: string): Promise<T> {
+  const res = await send(method, path, body === undefined ? { token } : { body: JSON.stringify(body), type: 'application/json', token })
   if (res.status === 204) return undefined as T
   return (await res.json()) as T
+}
+
+/** POST of a file's text as it is (the key import: CSV, NDJSON or JSON). */
+export async function postText<T>(path: ApiPath, text: string, type: string): Promise<T> {
+  return (await (await send('POST', path, { body: text, type })).json()) as T
+}
+
+/** Downloads an answer as a file (the key export): the token goes in a header, so not a plain link. */
+export async function download(path: ApiPath, filename: string): Promise<void> {
+  const blob = await (await send('GET', path, {})).blob()
+  const url = URL.createObjectURL(blob)
+  const a = document.createElement('a')
+  a.href = url
+  a.download = filename
+  document.body.append(a)
+  a.click()
+  a.remove()
+  setTimeout(() => URL.revokeObjectURL(url), 10_000)
 }
 
 export const get = <T>(path: ApiPath) => request<T>('GET', path)

@@ -11,6 +11,7 @@ import { Products } from './pages/products'
 import { Keys } from './pages/keys'
 import { Policies, PolicyPage } from './pages/policies'
 import { KeyPage } from './pages/key'
+import { ImportKeys } from './pages/import'
 import { Webhooks, WebhookPage } from './pages/webhooks'
 import { Connectors, ConnectorPage } from './pages/connectors'
 import { ApiKeys } from './pages/api-keys'
@@ -48,6 +49,7 @@ export const SECTIONS: Section[] = [
     list: (query) => html`<${Keys} query=${query} />`,
     item: { prefix: 'key', noun: 'a license key', page: (id) => html`<${KeyPage} key=${id} id=${id} />` },
   },
+  { path: 'import', label: 'Import keys', mode: 'account', list: () => html`<${ImportKeys} />` },
   {
     path: 'webhooks',
     label: 'Webhooks',

@@ -41,6 +41,9 @@ export const Key = t.Object({
   expiry_pending: t.Boolean({
     description: "true until the first activation of a key whose policy starts the duration then (expiry_basis first_activation): expires_at is null until that activation sets it",
   }),
+  external_id: t.Union([t.String(), t.Null()], {
+    description: "The key's id in the system it was imported from (unique per account); null for a key made here",
+  }),
   overrides: t.Record(t.String(), t.Unknown(), {
     description: 'For a key with a policy: exactly the settings the key sets itself (the other values shown are its policy\'s); {} when none, and for a key without a policy',
   }),

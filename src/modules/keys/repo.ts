@@ -28,6 +28,7 @@ type Row = {
   after_expiry: 'refuse' | 'keep'
   policy_id: string | null
   expiry_pending: boolean
+  external_id: string | null
   own_fields: string[]
   own_plan: string | null
   own_activation_limit: number
@@ -75,6 +76,7 @@ export const toKey = (r: Row): Key => ({
   grace_seconds: r.grace_seconds,
   after_expiry: r.after_expiry,
   policy_id: r.policy_id,
+  external_id: r.external_id,
   overrides: overridesOf(r),
   expiry_pending: r.expiry_pending,
 })
@@ -89,7 +91,7 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
   k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
   k.deactivations_used, ${effectiveSettings(sql)},
-  k.policy_id, k.pending_duration is not null as expiry_pending, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
+  k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
   k.release_after_seconds as own_release_after_seconds, k.deactivations_allowed as own_deactivations_allowed,
   k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements`
 
@@ -228,9 +230,13 @@ export async function reinstateKey(tx: Tx, id: string): Promise<void> {
     where id = ${id}`
 }
 
-/** A new key value for a locked key: only its hash and prefix change; devices and history stay. */
+/**
+ * A new key value for a locked key: only its hash and prefix change; devices and history stay. What an
+ * import kept of the old value (its portable hash, a SHA-256 awaiting its first validate) goes with it.
+ */
 export async function reissueKey(tx: Tx, id: string, keyHash: string, keyPrefix: string): Promise<void> {
-  await tx`update license_keys set key_hash = ${keyHash}, key_prefix = ${keyPrefix}, updated_at = now() where id = ${id}`
+  await tx`update license_keys set key_hash = ${keyHash}, portable_hash = null, key_prefix = ${keyPrefix}, updated_at = now() where id = ${id}`
+  await tx`delete from key_sha256_imports where key_id = ${id}`
 }
 
 export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Promise<void> {

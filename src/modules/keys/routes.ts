@@ -2,10 +2,17 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, TEXT_TYPES_MARK, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
 import * as service from './service'
+import { invalid } from '../../core/errors'
+import { formatOf } from './import-parse'
+import { DryRunAnswer, ExportQuery, ImportAnswer, ImportBody, ImportQuery } from './import-model'
+import { exportKeys } from './export-service'
+import { t } from '../../http/schema'
+import { importKeys } from './import-service'
+import { byApiKey } from '../events/outbox'
 
 export function keyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.keys', prefix: '/v1/keys', detail: { tags: ['License keys'] } })
@@ -31,6 +38,61 @@ export function keyRoutes(deps: Deps) {
       response: { 200: KeyPage },
       detail: { summary: 'List keys, newest first, filtered and paged' },
     })
+    .post(
+      '/import',
+      (ctx) => {
+        const format = formatOf(ctx.headers['content-type'])
+        if (format === null) throw invalid('header.content-type', 'must be application/json, application/x-ndjson or text/csv')
+        const input = { format, body: ctx.body, dryRun: ctx.query.dry_run === true }
+        const who = { accountId: ctx.principal.accountId, actor: byApiKey(ctx.principal) }
+        if (input.dryRun) return importKeys(deps, who, input)
+        return createOnce(ctx, deps.sql, ctx.principal.accountId, 'POST /v1/keys/import', (record) =>
+          importKeys(deps, who, input, record),
+        ) as Promise<ImportAnswer>
+      },
+      {
+        auth: 'keys:write',
+        query: ImportQuery,
+        body: ImportBody,
+        response: { 200: DryRunAnswer, 201: ImportAnswer, ...withBody(), ...problems(409, 422) },
+        detail: {
+          summary: 'Import keys from another system: all rows or none (emits one keys.imported)',
+          description:
+            'JSON {rows}, NDJSON (application/x-ndjson) or CSV (text/csv), at most 10,000 rows and 8 MiB. Any bad row: 422 import_invalid ' +
+            'listing every bad row by line and field, nothing written. Rows whose external_id exists are skipped. ?dry_run=true answers 200 ' +
+            'with what would happen.',
+          ...IDEMPOTENT,
+        },
+      },
+    )
+    .get(
+      '/export',
+      ({ principal, query }) => {
+        const csv = query.format === 'csv'
+        const name = `keys-${new Date().toISOString().slice(0, 10)}.${csv ? 'csv' : 'ndjson'}`
+        return new Response(exportKeys(deps, principal, query), {
+          headers: {
+            'content-type': csv ? 'text/csv; charset=utf-8' : 'application/x-ndjson',
+            'content-disposition': `attachment; filename="${name}"`,
+            'cache-control': 'no-store',
+          },
+        })
+      },
+      {
+        auth: 'keys:read',
+        query: ExportQuery,
+        response: {
+          200: t.String({
+            [TEXT_TYPES_MARK]: ['application/x-ndjson', 'text/csv'],
+            description:
+              'Streamed. NDJSON: one key per line, with product_slug, key_hash (or key_sha256 for a hash-only import not validated yet) ' +
+              'and its active devices as activations. CSV: a header row and the same fields but activations (metadata, entitlements, ' +
+              'overrides hold JSON). Every row imports as it is into POST /v1/keys/import.',
+          }),
+        },
+        detail: { summary: 'Export keys, filtered as the list (oldest first), to move them to another installation' },
+      },
+    )
     .guard({ params: IdParam(), response: problems(404) }, (byId) =>
       byId
         .get('/:id', ({ principal, params }) => service.getKey(deps, principal, params.id), {

@@ -6,7 +6,7 @@
 import type { Deps } from '../../deps'
 import { AppError } from '../../core/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
-import { hashKeyValue, normalizeKeyValue } from '../../infra/crypto'
+import { hashKeyValue, IMPORTED_VALUE_RE, normalizeKeyValue, portableKeyHash } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
 import { TokenBuckets } from '../../infra/token-buckets'
@@ -18,6 +18,7 @@ import { missingEntitlements, type Entitlements } from '../../core/entitlements'
 import { claimSeat, releaseByHolder } from '../activations/service'
 import { listDevices } from './devices'
 import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyState } from './hot-state'
+import { ImportedLookup, type Found } from './imported'
 import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
@@ -57,6 +58,8 @@ export class ValidationEngine {
   readonly outcomes: ValidationCounts
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
+  /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
+  private imported: ImportedLookup
   /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
   private holderCalls: TokenBuckets
 
@@ -80,6 +83,7 @@ export class ValidationEngine {
     )
     this.lastSeen = new LastSeenWriter(sql)
     this.outcomes = new ValidationCounts(sql)
+    this.imported = new ImportedLookup(this.hot, sql, bus)
     this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
   }
 
@@ -124,9 +128,16 @@ export class ValidationEngine {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
       const canonical = normalizeKeyValue(body.key)
-      if (canonical === null) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
-      hotKey = hashKeyValue(canonical, 'base64')
-      this.keyValues.set(body.key, hotKey)
+      if (canonical !== null) {
+        hotKey = hashKeyValue(canonical, 'base64')
+        this.keyValues.set(body.key, hotKey)
+      } else {
+        // not in Keyward's format: only an imported key can have it, exactly as typed (trimmed). Not
+        // remembered: a guess that cannot be a Keyward key costs no memory.
+        const exact = body.key.trim()
+        if (!IMPORTED_VALUE_RE.test(exact)) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
+        hotKey = hashKeyValue(exact, 'base64')
+      }
     }
     const state = this.hot.get(hotKey, now)
     if (state instanceof Promise) return state.then((s) => this.withPolicy(who, body, country, hotKey, s, Date.now()))
@@ -157,7 +168,7 @@ export class ValidationEngine {
     now: number,
   ): ValidateAnswer | Promise<ValidateAnswer> {
     const account = who.accountId
-    if (state === null || state.accountId !== account) return this.recordRefusal(account, NO_PRODUCT, 'not_found', now)
+    if (state === null || state.accountId !== account) return this.lookFurther(who, body, country, hotKey, now)
     if (body.product_id != null && body.product_id !== state.productId) return this.recordRefusal(account, NO_PRODUCT, 'not_found', now)
     if (state.status === 'revoked') return this.recordRefusal(account, state.productId, 'revoked', now)
     if (state.status === 'suspended') return this.recordRefusal(account, state.productId, 'suspended', now)
@@ -179,6 +190,18 @@ export class ValidationEngine {
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
     if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.recordRefusal(account, state.productId, 'activation_limit', now)
     return this.activate(who, hotKey, state, { fingerprint, appVersion, country: countryOf(country), name: body.device_name ?? null })
+  }
+
+  /**
+   * A miss on the value's portable hash in this account: the imported keys' own lookups (imported.ts),
+   * then the decision as for any key. Synchronous when memory answers (a repeated unknown value is
+   * negative entries only), so a flood of guesses costs no promise.
+   */
+  private lookFurther(who: Principal, body: ValidateBody, country: string | null, portableHot: string, now: number) {
+    const found = this.imported.find(who.accountId, body.key, portableHot, now)
+    const decide = (f: Found | null, at: number): ValidateAnswer | Promise<ValidateAnswer> =>
+      f === null ? this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', at) : this.withPolicy(who, body, country, f.hotKey, f.state, at)
+    return found instanceof Promise ? found.then((f) => decide(f, Date.now())) : decide(found, now)
   }
 
   /** A device new to this node: the slot decision in Postgres, under the key row lock. */
@@ -247,12 +270,15 @@ export class ValidationEngine {
         retryAfter: Math.max(1, Math.ceil(wait / 1000)),
       })
     }
-    const canonical = normalizeKeyValue(key)
-    if (canonical === null) return null
-    const hotKey = hashKeyValue(canonical, 'base64')
+    let hotKey = portableKeyHash(key, 'base64')
+    if (hotKey === null) return null
     let state = this.hot.get(hotKey, now)
     if (state instanceof Promise) state = await state
-    if (state === null || state.accountId !== who.accountId) return null
+    if (state === null || state.accountId !== who.accountId) {
+      const found = await this.imported.find(who.accountId, key, hotKey, Date.now())
+      if (found === null) return null
+      ;({ hotKey, state } = found)
+    }
     if (productId != null && productId !== state.productId) return null
     return keyHashOf(hotKey)
   }

@@ -96,6 +96,13 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'policy.created': Policy,
   'policy.updated': t.Composite([Policy], { description: 'The policy after the change' }),
   'policy.deleted': t.Composite([Policy], { description: 'The policy as it was when deleted' }),
+  'keys.imported': t.Object(
+    {
+      count: t.Integer({ description: 'Keys created by the import (skipped rows are not counted)' }),
+      product_ids: t.Array(t.String(), { description: 'The products the new keys belong to, sorted' }),
+    },
+    { description: 'One event per import that created keys (never one per key; a dry run emits none)' },
+  ),
 }
 
 export const Actor = t.Object(

@@ -125,6 +125,7 @@ function sampleKey(): Key {
     after_expiry: 'refuse',
     policy_id: null,
     expiry_pending: false,
+    external_id: null,
     overrides: {},
   }
 }

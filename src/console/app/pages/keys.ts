@@ -1,7 +1,8 @@
 import { useEffect, useState } from 'preact/hooks'
-import { apiPath, get, post, withQuery, type FieldError } from '../api'
+import { apiPath, download, get, post, withQuery, type FieldError } from '../api'
 import { checks, termInWords } from '../settings'
-import { Badge, Field, fieldError, FormProblem, html, invalid, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import { asProblem, Badge, Field, fieldError, FormProblem, html, invalid, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
+import type { Problem } from '../api'
 import type { CreatedKey, KeyPage } from '../../../modules/keys/model'
 import type { Policy, PolicyList as PolicyListSchema } from '../../../modules/policies/model'
 import type { ProductList } from '../../../modules/products/model'
@@ -125,6 +126,8 @@ export function Keys({ query }: { query: URLSearchParams }) {
   // `#/keys?policy=pol_…` (a policy's "New key with this policy") opens the form with it chosen.
   const asked = query.get('policy')
   const [creating, setCreating] = useState(!!asked)
+  const [exporting, setExporting] = useState<'ndjson' | 'csv' | null>(null)
+  const [exportProblem, setExportProblem] = useState<Problem | null>(null)
   const products = useLoad(() => get<ProductList>(apiPath`/v1/products`).catch((): ProductList => ({ data: [] })), [])
   const policies = useLoad(() => get<PolicyList>(apiPath`/v1/policies`).catch((): PolicyList => ({ data: [] })), [])
   const list = useLoad(
@@ -147,9 +150,25 @@ export function Keys({ query }: { query: URLSearchParams }) {
   const prefixProblem =
     list.error?.status === 400 && fieldError(list.error, 'key_prefix') !== null ? { ...list.error, errors: [{ field: 'key_prefix', message: PREFIX_HELP }] } : null
   const d = list.data
+  const exportAs = async (format: 'ndjson' | 'csv') => {
+    setExporting(format)
+    setExportProblem(null)
+    try {
+      const path = withQuery(apiPath`/v1/keys/export`, { format, product_id: product, status, key_prefix: prefix })
+      await download(path, `keys-${new Date().toISOString().slice(0, 10)}.${format}`)
+    } catch (err) {
+      setExportProblem(asProblem(err))
+    } finally {
+      setExporting(null)
+    }
+  }
   return html`<${PageHead} title="License keys">
+      <a class="btn" href="#/import">Import</a>
+      <button class="btn" type="button" disabled=${exporting !== null} onClick=${() => exportAs('csv')} title="Every key matching the filters, as CSV">Export CSV</button>
+      <button class="btn" type="button" disabled=${exporting !== null} onClick=${() => exportAs('ndjson')} title="Every key matching the filters, with its devices, as NDJSON">Export NDJSON</button>
       <button class="btn primary" type="button" disabled=${creating} onClick=${() => setCreating(true)}>New key</button>
     </${PageHead}>
+    ${exportProblem ? html`<${LoadError} problem=${exportProblem} what="export the keys" />` : null}
     ${creating && products.data && policies.data
       ? html`<${CreateKey} products=${products.data.data} policies=${policies.data.data} initialPolicy=${policies.data.data.find((p) => p.id === asked) ?? null}
           onCreated=${list.reload} onCancel=${() => setCreating(false)} />`

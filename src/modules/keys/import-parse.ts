@@ -1,0 +1,158 @@
+// An import's body → its rows, each with the line an editor shows (API-3 §6): JSON `{rows}` (rows[i]
+// is line i + 1), NDJSON (first line 1) and CSV (header line 1, first row line 2). A row that cannot be
+// read (a broken JSON line, a CSV record with the wrong number of cells) is still a row, with its
+// problem, so the answer lists every bad row at once. What is wrong with the file as a whole (not
+// UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
+import { parse } from 'csv-parse/sync'
+import { AppError, invalid, type FieldError } from '../../core/errors'
+
+/** At most this many rows per request (more: 413). */
+export const MAX_IMPORT_ROWS = 10_000
+/** At most this many bytes per request (more: 413, before the body is read). */
+export const MAX_IMPORT_BYTES = 8 * 1024 * 1024
+
+export interface RawRow {
+  line: number
+  /** the row's fields, or null when the row could not be read (see `problem`) */
+  fields: Record<string, unknown> | null
+  problem?: FieldError
+}
+
+/** The fields an import row may carry: the row of the contract, plus what an export writes (round trip). */
+export const ROW_FIELDS = [
+  'key', 'key_sha256', 'key_hash', 'external_id', 'product_id', 'product_slug', 'policy_id', 'plan', 'activation_limit',
+  'expires_at', 'status', 'metadata', 'entitlements', 'credits', 'created_at', 'activations',
+  // beyond the contract's row: a key's other settings, as an export writes them
+  'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'revoke_reason', 'suspend_reason',
+  'suspended_until', 'key_prefix', 'overrides',
+  // written by an export, read by no import (the new installation makes its own)
+  'id', 'activations_used', 'revoked_at', 'suspended_at', 'deactivations_used', 'expiry_pending',
+] as const
+
+/** CSV cells holding JSON. */
+const JSON_COLUMNS = new Set(['metadata', 'entitlements', 'credits', 'activations', 'overrides'])
+/** CSV cells holding integers. */
+const INTEGER_COLUMNS = new Set(['activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'activations_used', 'deactivations_used'])
+
+const tooMany = () => new AppError('payload_too_large', `An import holds at most ${MAX_IMPORT_ROWS} rows; split the file`)
+
+export type ImportFormat = 'json' | 'ndjson' | 'csv'
+
+/** The format a content type names; JSON when none is given. */
+export function formatOf(contentType: string | null | undefined): ImportFormat | null {
+  const type = (contentType ?? 'application/json').split(';')[0]!.trim().toLowerCase()
+  if (type === 'application/json') return 'json'
+  if (type === 'application/x-ndjson' || type === 'application/ndjson') return 'ndjson'
+  if (type === 'text/csv') return 'csv'
+  return null
+}
+
+export function parseRows(format: ImportFormat, body: unknown): RawRow[] {
+  if (format === 'json') return jsonRows(body)
+  if (typeof body !== 'string') throw invalid('body', `must be ${format === 'csv' ? 'CSV' : 'NDJSON'} text`)
+  return format === 'csv' ? csvRows(body) : ndjsonRows(body)
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v)
+
+function jsonRows(body: unknown): RawRow[] {
+  const rows = isObject(body) ? body.rows : undefined
+  if (!Array.isArray(rows)) throw invalid('body.rows', 'must be an array of rows')
+  if (rows.length > MAX_IMPORT_ROWS) throw tooMany()
+  return rows.map((r, i) =>
+    isObject(r) ? { line: i + 1, fields: r } : { line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } },
+  )
+}
+
+function ndjsonRows(text: string): RawRow[] {
+  const rows: RawRow[] = []
+  const lines = text.split('\n')
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim()
+    if (line === '') continue // blank lines (a trailing newline) are not rows
+    if (rows.length === MAX_IMPORT_ROWS) throw tooMany()
+    let value: unknown
+    try {
+      value = JSON.parse(line)
+    } catch {
+      rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: 'is not valid JSON' } })
+      continue
+    }
+    rows.push(isObject(value) ? { line: i + 1, fields: value } : { line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } })
+  }
+  return rows
+}
+
+function csvRows(text: string): RawRow[] {
+  let records: { record: string[]; info: { bytes: number } }[]
+  try {
+    records = parse(text, { bom: true, info: true, relax_column_count: true, skip_empty_lines: true }) as unknown as typeof records
+  } catch (err) {
+    // a broken quote or the like: csv-parse names the line
+    throw invalid('body', `is not valid CSV: ${(err as Error).message}`)
+  }
+  if (records.length === 0) throw invalid('body', 'must start with a header row naming the columns')
+  const header = records[0]!.record.map((c) => c.trim())
+  checkHeader(header)
+  if (records.length - 1 > MAX_IMPORT_ROWS) throw tooMany()
+  const lineOf = lineCounter(Buffer.from(text))
+  let start = records[0]!.info.bytes
+  return records.slice(1).map(({ record, info }) => {
+    // where the record starts (info.bytes is where the previous one ended): a quoted cell may span lines
+    const line = lineOf(start)
+    start = info.bytes
+    if (record.length !== header.length) {
+      return { line, fields: null, problem: { field: 'row', message: `has ${record.length} cells; the header names ${header.length} columns` } }
+    }
+    const fields: Record<string, unknown> = {}
+    const problems: FieldError[] = []
+    header.forEach((column, i) => {
+      const cell = record[i]!
+      if (cell === '') return // an empty cell is an absent field
+      if (JSON_COLUMNS.has(column)) {
+        try {
+          fields[column] = JSON.parse(cell)
+        } catch {
+          problems.push({ field: column, message: 'must hold JSON' })
+        }
+      } else if (INTEGER_COLUMNS.has(column) && /^-?\d{1,15}$/.test(cell.trim())) fields[column] = Number(cell.trim())
+      else fields[column] = cell
+    })
+    return problems.length > 0 ? { line, fields: null, problem: problems[0] } : { line, fields }
+  })
+}
+
+/**
+ * The line (from 1) of the first non-blank byte at or after `offset`, for offsets that only grow:
+ * counts the line breaks once, however many records.
+ */
+function lineCounter(bytes: Uint8Array): (offset: number) => number {
+  let at = 0
+  let line = 1
+  return (offset) => {
+    while (offset < bytes.length && (bytes[offset] === 0x0a || bytes[offset] === 0x0d)) offset++
+    for (; at < offset; at++) if (bytes[at] === 0x0a) line++
+    return line
+  }
+}
+
+/** Wrong columns are the file's problem, not each row's: 400 naming them, and the columns there are. */
+function checkHeader(header: string[]) {
+  const known = new Set<string>(ROW_FIELDS)
+  const unknown = header.filter((c) => !known.has(c))
+  const errors: FieldError[] = unknown.map((c) => ({ field: `header.${c || '(empty)'}`, message: 'is not a column of an import row' }))
+  const seen = new Set<string>()
+  for (const c of header) {
+    if (seen.has(c) && known.has(c)) errors.push({ field: `header.${c}`, message: 'is named twice' })
+    seen.add(c)
+  }
+  if (!header.some((c) => c === 'key' || c === 'key_sha256' || c === 'key_hash')) {
+    errors.push({ field: 'header', message: 'must name a key column: key, key_sha256 or key_hash' })
+  }
+  if (!header.some((c) => c === 'product_id' || c === 'product_slug' || c === 'policy_id')) {
+    errors.push({ field: 'header', message: 'must name a product column: product_id, product_slug or policy_id' })
+  }
+  if (errors.length > 0) {
+    throw new AppError('invalid_request', `The CSV header is wrong: ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}. The columns are: ${ROW_FIELDS.join(', ')}`, { errors })
+  }
+}
