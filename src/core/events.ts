@@ -25,6 +25,8 @@ export const EVENT_TYPES = [
   'policy.created',
   'policy.updated',
   'policy.deleted',
+  'key.credits_updated',
+  'key.credits_exhausted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

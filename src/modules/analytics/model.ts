@@ -47,6 +47,7 @@ const ANSWERED: Record<ValidateOutcome, string> = {
   entitlements_missing: 'reason entitlements_missing',
   device_already_used: 'reason device_already_used',
   activation_limit: 'reason activation_limit',
+  credits_exhausted: 'reason credits_exhausted',
   rate_limited: '429 rate_limited (belongs to no product)',
 }
 const counts = Object.fromEntries(

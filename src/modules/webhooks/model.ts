@@ -96,6 +96,10 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'policy.created': Policy,
   'policy.updated': t.Composite([Policy], { description: 'The policy after the change' }),
   'policy.deleted': t.Composite([Policy], { description: 'The policy as it was when deleted' }),
+  'key.credits_updated': t.Composite([Key], { description: 'The key after POST /v1/keys/:id/credits (add, subtract or set): credits.remaining is the new balance' }),
+  'key.credits_exhausted': t.Composite([Key], {
+    description: 'A validate spent the key\'s last credits (credits.remaining 0): sent once, not again until the balance was above 0 in between (actor device)',
+  }),
 }
 
 export const Actor = t.Object(

@@ -126,6 +126,7 @@ function sampleKey(): Key {
     policy_id: null,
     expiry_pending: false,
     overrides: {},
+    credits: null,
   }
 }
 
