@@ -68,7 +68,7 @@ describe('credits on a key', () => {
     expect((await validate(token, { key: key.key_value, device_fingerprint: device })).body).toMatchObject({ valid: false, reason: 'credits_exhausted' })
     const events = await eventsOf(h, accountId, 'key.credits_updated')
     expect(events.map((e) => e.data.credits.remaining)).toEqual([11, 0, 3])
-    // reached 0 by a consume twice, with the balance above 0 in between
+    // sent for the consume that reached 0, not for the subtract that did
     expect((await eventsOf(h, accountId, 'key.credits_exhausted')).length).toBe(1)
   })
 

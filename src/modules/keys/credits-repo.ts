@@ -37,14 +37,17 @@ export async function lockCredits(tx: Tx, id: string): Promise<CreditsState> {
   }
 }
 
-/** New credit values for a locked key; a balance above 0 re-arms key.credits_exhausted. */
+/**
+ * New credit values for a locked key. key.credits_exhausted is for a consume that reaches 0: an admin
+ * change to 0 counts as sent (`exhausted`), a balance above 0 re-arms it.
+ */
 export async function writeCredits(
   tx: Tx,
   id: string,
-  c: { remaining: number; debt: number; epoch: number; since: Date; clearLeases: boolean },
+  c: { remaining: number; debt: number; epoch: number; since: Date; clearLeases: boolean; exhausted: boolean },
 ): Promise<void> {
   await tx`update license_keys set credits_remaining = ${c.remaining}, credits_debt = ${c.debt}, credits_epoch = ${c.epoch},
-      credits_since = ${c.since}, credits_exhausted = credits_exhausted and ${c.remaining} = 0, updated_at = now()
+      credits_since = ${c.since}, credits_exhausted = ${c.exhausted}, updated_at = now()
     where id = ${id}`
   if (c.clearLeases) await tx`delete from credit_leases where key_id = ${id}`
 }
@@ -54,7 +57,7 @@ export async function replaceCredits(tx: Tx, id: string, c: { remaining: number;
   await tx`update license_keys set credits_remaining = ${c?.remaining ?? null},
       credits_refill = ${c?.refill ? tx.json(c.refill as unknown as JSONValue) : null},
       credits_since = ${c ? new Date() : null}, credits_epoch = credits_epoch + 1, credits_debt = 0,
-      credits_exhausted = false, updated_at = now()
+      credits_exhausted = ${c?.remaining === 0}, updated_at = now()
     where id = ${id}`
   await tx`delete from credit_leases where key_id = ${id}`
 }

@@ -90,7 +90,9 @@ export async function adjustCredits(deps: Deps, who: Principal, id: string, body
         ? { remaining: record - body.amount, debt: state.debt, epoch: state.epoch }
         : { remaining: 0, debt: Math.min(state.debt + short, state.leased), epoch: state.epoch }
     }
-    await creditsRepo.writeCredits(tx, id, { ...next, since, clearLeases: next.epoch !== state.epoch })
+    const cleared = next.epoch !== state.epoch
+    const total = next.remaining + (cleared ? 0 : state.leased) - next.debt
+    await creditsRepo.writeCredits(tx, id, { ...next, since, clearLeases: cleared, exhausted: total <= 0 })
     const key = (await repo.findKey(tx, who.accountId, id))!
     await emit(tx, who.accountId, 'key.credits_updated', key, byApiKey(who))
     return { key, keyHash: locked.key_hash }
