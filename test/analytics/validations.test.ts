@@ -9,8 +9,8 @@ import { daysBefore, utcToday } from './fixtures'
 setDefaultTimeout(60_000)
 const h = useHarness({ env: { FLUSH_INTERVAL_MS: '100' } })
 
-const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited', 'suspended', 'entitlements_missing', 'device_already_used']
-const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0, suspended: 0, entitlements_missing: 0, device_already_used: 0 }
+const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited', 'suspended', 'entitlements_missing', 'device_already_used', 'credits_exhausted']
+const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0, suspended: 0, entitlements_missing: 0, device_already_used: 0, credits_exhausted: 0 }
 const validations = (token: string, query = '') => h.call('GET', `/v1/analytics/validations${query}`, { token })
 const validate = (token: string, body: Record<string, unknown>) => h.call('POST', '/v1/validate', { token, body })
 

@@ -169,5 +169,14 @@ describe('credits on a key', () => {
     const device = fingerprint()
     for (let i = 0; i < 30; i++) expect((await validate(token, { key: key.key_value, device_fingerprint: device })).body.valid).toBe(true)
     await waitUntil(async () => (await remainingOf(token, key.id)) === 970)
+    // and the analytics count what was consumed, for the key and for its product
+    await h.node.deps.validation.credits.flush()
+    const today = (await h.call('GET', `/v1/analytics/credits?range=7d&key_id=${key.id}`, { token })).body
+    expect(today.length).toBe(7)
+    expect(today.at(-1).consumed).toBe(30)
+    const product = (await h.call('GET', `/v1/analytics/credits?product_id=${key.product_id}`, { token })).body
+    expect(product.length).toBe(30)
+    expect(product.at(-1).consumed).toBe(30)
+    expectProblem(await h.call('GET', '/v1/analytics/credits?key_id=key_01JD7Z3X9K8Q4W2E6R5T1Y0U3I', { token }), 404, 'not_found')
   })
 })

@@ -20,7 +20,7 @@ import { UtcDayClock } from '../../infra/counters'
 import type { Sql } from '../../infra/db'
 import type { Logger } from '../../infra/log'
 import { addConsumed, reportLeases, returnCredits, takeCredits, type Taken } from './credits-repo'
-import { hotKeyOf } from './hot-state'
+import { hotKeyOf, keyHashOf } from './hot-state'
 
 /** A lease covers about this many seconds of the node's recent spending on the key. */
 const LEASE_SECONDS = 1
@@ -31,8 +31,11 @@ const IDLE_MS = 5_000
 /** After the record could not cover a call, a call costing more than was left is refused from memory this long (a key change clears it). */
 const EXHAUSTED_MEMO_MS = 1_000
 
+/** Where a spend came from, to refund it (refund): the lease itself, opaque outside this file. */
+export type SpentFrom = object
+
 export type Spent =
-  | { ok: true; remaining: number | null }
+  | { ok: true; remaining: number | null; from?: SpentFrom }
   | { ok: false; remaining: number; refillsAt: string | null }
 
 interface Lease {
@@ -84,13 +87,13 @@ export class CreditLeases {
   }
 
   /**
-   * Spends `cost` credits of the metered key (`hotKey`, `keyHash`): from the lease when it covers the
+   * Spends `cost` credits of the metered key (its hot-state key): from the lease when it covers the
    * cost (no I/O), else after a take from the record. Not ok: the balance is below the cost; nothing spent.
    */
-  spend(hotKey: string, keyHash: string, accountId: string, productId: string, cost: number, now: number): Spent | Promise<Spent> {
+  spend(hotKey: string, accountId: string, productId: string, cost: number, now: number): Spent | Promise<Spent> {
     let lease = this.leases.get(hotKey)
     if (lease === undefined) {
-      lease = this.newLease(keyHash, accountId, productId, now)
+      lease = this.newLease(keyHashOf(hotKey), accountId, productId, now)
       this.leases.set(hotKey, lease)
     }
     if (cost === 0) return { ok: true, remaining: lease.left + lease.record }
@@ -99,10 +102,14 @@ export class CreditLeases {
     return this.refill(hotKey, lease, cost)
   }
 
-  /** Gives `cost` back to the key's lease (the call was refused after all, e.g. by its activation). */
-  refund(hotKey: string, cost: number) {
-    const lease = this.leases.get(hotKey)
-    if (lease === undefined || cost === 0) return // dropped meanwhile: its return already counted the rest
+  /**
+   * Gives `cost` back to the lease it was spent from (the call was refused after all, e.g. by its
+   * activation). A lease dropped meanwhile already gave back what it held: the cost stays spent (an
+   * under-grant of one call), never added to another lease.
+   */
+  refund(from: SpentFrom | undefined, cost: number) {
+    const lease = from as Lease | undefined
+    if (lease === undefined || lease.dropped || cost === 0) return
     lease.left += cost
     lease.spent -= cost
     lease.consumed -= cost
@@ -120,7 +127,7 @@ export class CreditLeases {
     lease.spent += cost
     lease.consumed += cost
     lease.lastUsed = now
-    return { ok: true, remaining: lease.left + lease.record }
+    return { ok: true, remaining: lease.left + lease.record, from: lease }
   }
 
   private refused(lease: Lease): Spent {
@@ -166,8 +173,8 @@ export class CreditLeases {
       }
       if (taken.kind === 'unmetered') return { ok: true, remaining: null }
       if (lease.dropped) {
-        // dropped while taking: what was just taken goes back with the rest
-        if (taken.taken > 0) this.giveBack({ ...lease, keyId: taken.keyId, epoch: taken.epoch, left: lease.left + taken.taken })
+        // dropped while taking: drop() gave back what the lease held before; what was just taken goes back now
+        if (taken.taken > 0) this.giveBack({ ...lease, keyId: taken.keyId, epoch: taken.epoch, left: taken.taken, consumed: 0 })
         continue
       }
       lease.keyId = taken.keyId

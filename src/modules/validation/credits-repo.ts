@@ -35,13 +35,14 @@ export async function takeCredits(
     const record = refilled?.remaining ?? Number(k.remaining)
     const taken = record < p.need ? 0 : Math.min(p.want, Math.max(p.need, Math.floor(record / 4)), record)
     const left = record - taken
-    const none = left === 0 && Number(others) === 0 && p.held + taken - p.need <= 0
-    const exhausted = none ? true : false
-    await tx`update license_keys set credits_remaining = ${left}, credits_exhausted = ${exhausted},
+    // this lease once the call it serves has spent (a refused call spends nothing)
+    const after = taken > 0 ? taken - p.need : p.held
+    const none = left === 0 && Number(others) === 0 && after === 0
+    await tx`update license_keys set credits_remaining = ${left}, credits_exhausted = ${none},
         credits_since = ${refilled ? new Date(refilled.since) : k.since}
       where id = ${k.id}`
     if (taken > 0) {
-      await tx`insert into credit_leases (id, key_id, node_id, epoch, held) values (${p.leaseId}, ${k.id}, ${p.nodeId}, ${k.epoch}, ${p.held + taken - p.need})
+      await tx`insert into credit_leases (id, key_id, node_id, epoch, held) values (${p.leaseId}, ${k.id}, ${p.nodeId}, ${k.epoch}, ${after})
         on conflict (id) do update set held = excluded.held, updated_at = now()`
     }
     if (none && !k.exhausted) await emit(tx, k.account_id, 'key.credits_exhausted', (await findKey(tx, k.account_id, k.id))!, DEVICE)

@@ -22,7 +22,7 @@ import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
-import { CreditLeases, type Spent } from './credit-leases'
+import { CreditLeases, type Spent, type SpentFrom } from './credit-leases'
 
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
@@ -153,7 +153,7 @@ export class ValidationEngine {
 
   /** A known device's valid answer for a metered key: its cost spent, or credits_exhausted. */
   private metered(who: Principal, body: ValidateBody, hotKey: string, state: KeyState, now: number): ValidateAnswer | Promise<ValidateAnswer> {
-    const spent = this.credits.spend(hotKey, keyHashOf(hotKey), state.accountId, state.productId, body.cost ?? 1, now)
+    const spent = this.credits.spend(hotKey, state.accountId, state.productId, body.cost ?? 1, now)
     const answer = (s: Spent, at: number): ValidateAnswer => {
       if (!s.ok) return this.exhausted(who.accountId, state.productId, s, at)
       this.lastSeen.record(hotKey, body.device_fingerprint.toLowerCase(), body.app_version ?? null, at, body.device_name)
@@ -250,9 +250,9 @@ export class ValidationEngine {
     // A metered key's new device: the cost is set aside first (credits_exhausted records no
     // activation), and given back when the activation is refused after all.
     const cost = body.cost ?? 1
-    const spent = this.credits.spend(hotKey, keyHashOf(hotKey), state.accountId, state.productId, cost, now)
+    const spent = this.credits.spend(hotKey, state.accountId, state.productId, cost, now)
     const then = (s: Spent): ValidateAnswer | Promise<ValidateAnswer> =>
-      s.ok ? this.activate(who, hotKey, state, device, { cost, remaining: s.remaining }) : this.exhausted(account, state.productId, s, Date.now())
+      s.ok ? this.activate(who, hotKey, state, device, { cost, remaining: s.remaining, from: s.from }) : this.exhausted(account, state.productId, s, Date.now())
     return spent instanceof Promise ? spent.then(then) : then(spent)
   }
 
@@ -262,17 +262,17 @@ export class ValidationEngine {
     hotKey: string,
     cached: KeyState,
     device: { fingerprint: string; appVersion: string | null; country: string | null; name: string | null },
-    credits: { cost: number; remaining: number | null } | null,
+    credits: { cost: number; remaining: number | null; from?: SpentFrom } | null,
   ): Promise<ValidateAnswer> {
     const { fingerprint, appVersion } = device
     let result: Awaited<ReturnType<typeof claimSeat>>
     try {
       result = await claimSeat(this.deps, who.accountId, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
     } catch (err) {
-      if (credits) this.credits.refund(hotKey, credits.cost)
+      if (credits) this.credits.refund(credits.from, credits.cost)
       throw err
     }
-    if (credits && result.kind !== 'existing' && result.kind !== 'created') this.credits.refund(hotKey, credits.cost)
+    if (credits && result.kind !== 'existing' && result.kind !== 'created') this.credits.refund(credits.from, credits.cost)
     switch (result.kind) {
       case 'not_found':
         this.hot.invalidate(hotKey) // memory was behind Postgres

@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, get, withQuery } from '../api'
 import { DailyBars, HBars, StackedDailyBars, type Stack } from '../chart'
 import { html, LoadError, num, PageHead, Spinner, useLoad } from '../ui'
+import { CreditsChart } from '../credits'
 import type { ValidateOutcome } from '../../../core/outcomes'
 import type { CountryEntry, Overview as Figures, Range, TrendEntry, ValidationsEntry } from '../../../modules/analytics/model'
 import type { ProductList } from '../../../modules/products/model'
@@ -111,6 +112,10 @@ export function Overview() {
                     days=${outcomes.data}
                     stacks=${product ? OUTCOMES.filter((s) => !NO_PRODUCT.has(s.key)) : OUTCOMES} />`
               : html`<${Spinner} />`}
+        </section>
+        <section class="panel" aria-labelledby="cred-h">
+          <h2 id="cred-h">Credits consumed per day</h2>
+          <${CreditsChart} productId=${product || undefined} range=${range} />
         </section>
       </div>
     </section>

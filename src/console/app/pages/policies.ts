@@ -5,6 +5,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, del, get, patch, post, withQuery, type FieldError } from '../api'
 import { parsePeriod } from '../../../core/durations'
 import { Entitlements } from '../entitlements'
+import { PolicyCredits } from '../credits'
 import {
   afterExpiryInWords,
   checks,
@@ -374,6 +375,7 @@ export function PolicyPage({ id }: { id: string }) {
       The term (and when it starts) applies only to keys created afterwards: existing expiries do not move.
     </div>
     <${PolicyForm} policy=${p} onDone=${pol.reload} />
+    <${PolicyCredits} p=${p} onDone=${pol.reload} />
     <${Entitlements} noun="policy" own=${p.entitlements} inherited=${null}
       save=${(next: Record<string, unknown>) => patch(apiPath`/v1/policies/${p.id}`, { entitlements: next })} onSaved=${pol.reload} />
     <${GovernedKeys} policy=${p} />
