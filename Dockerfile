@@ -8,6 +8,8 @@ ARG BUN_VERSION=1.4.5
 FROM oven/bun:${BUN_VERSION} AS deps
 WORKDIR /app
 COPY package.json bun.lock ./
+# patches/: a fix to postgres.js applied at install (see docs/decisions.md)
+COPY patches ./patches
 # Production dependencies only, exactly as locked.
 RUN bun install --frozen-lockfile --production
 

@@ -22,7 +22,10 @@ beforeAll(async () => {
   const key = await newKey(h.call, acct.token, product.id)
   const v = await h.call('POST', '/v1/validate', { token: acct.token, body: { key: key.key_value, device_fingerprint: 'a'.repeat(64) } })
   expect(v.body.valid).toBe(true)
-  await h.node.deps.validation.outcomes.flush() // the validate outcome count is in Postgres before the test counts rows
+  // The validate's outcome count and its daily call count are in Postgres before the test counts rows
+  // (each flush waits for one the background job may have under way).
+  await h.node.deps.validation.outcomes.flush()
+  await h.node.deps.counters.flush()
 })
 afterAll(async () => {
   await h.close()

@@ -39,6 +39,7 @@ import {
   toAppError,
 } from '../../http/kernel'
 import { fastRouteLatency } from '../../infra/metrics'
+import { answerText } from './answers'
 import { ValidateBody } from './model'
 import type { ValidationEngine } from './service'
 
@@ -118,12 +119,9 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
       let answer = engine.validate(principal, body, headers.get(deps.config.countryHeader))
       if (answer instanceof Promise) answer = await answer
       answerHeaders.set('x-request-id', requestId)
-      if (key === null) response = Response.json(answer, answerInit)
-      else {
-        const text = JSON.stringify(answer)
-        response = new Response(text, answerInit)
-        response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
-      }
+      const text = answerText(answer) // serialized once per answer that repeats (answers.ts)
+      response = new Response(text, answerInit)
+      if (key !== null) response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId, CORS)
       // Signed like every answer after the nonce check (API-2 §13) whose request body was received;

@@ -70,6 +70,11 @@ export interface KeyState extends Omit<KeyRow, 'devices'> {
   used: boolean
   /** The policy terms the effective fields were merged from (compared by identity: a reload is a new object). */
   mergedFrom: PolicyTerms | null
+  /**
+   * The last valid answer built from this entry (service.ts `valid`), reused while the device count
+   * and the expired flag are the same; cleared whenever the effective fields change (applyPolicy).
+   */
+  answer: object | null
 }
 
 /**
@@ -86,6 +91,7 @@ export function applyPolicy(state: KeyState, policy: PolicyTerms | null): KeySta
   state.oneKeyPerDevice = policy?.oneKeyPerDevice ?? false
   state.entitlements = Object.keys(own.entitlements).length === 0 && policy ? policy.entitlements : Object.freeze(mergeEntitlements(policy?.entitlements ?? null, own.entitlements))
   state.mergedFrom = policy
+  state.answer = null
   return state
 }
 
@@ -232,6 +238,7 @@ export class HotState extends ReadThroughCache<KeyState> {
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
       mergedFrom: null,
+      answer: null,
       loadedAt,
       used: false,
     }

@@ -23,23 +23,10 @@ import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
 import { CreditLeases, type Spent, type SpentFrom } from './credit-leases'
+import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from './answers'
 
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
-
-// Refusals never change: one frozen object each instead of an allocation per answer.
-const REFUSED: Record<Reason, ValidateAnswer> = {
-  not_found: Object.freeze({ valid: false, reason: 'not_found' }),
-  revoked: Object.freeze({ valid: false, reason: 'revoked' }),
-  suspended: Object.freeze({ valid: false, reason: 'suspended' }),
-  expired: Object.freeze({ valid: false, reason: 'expired' }),
-  device_already_used: Object.freeze({ valid: false, reason: 'device_already_used' }),
-  // never answered from here: its answer names the missing codes (see `lacking`)
-  entitlements_missing: Object.freeze({ valid: false, reason: 'entitlements_missing', missing: [] }),
-  activation_limit: Object.freeze({ valid: false, reason: 'activation_limit' }),
-  // never answered from here: its answer carries the balance and the next refill
-  credits_exhausted: Object.freeze({ valid: false, reason: 'credits_exhausted', credits_remaining: 0, refills_at: null }),
-}
 
 function rateLimited(limit: number | null): AppError {
   validateOutcomes.rate_limited.inc()
@@ -52,37 +39,6 @@ function rateLimited(limit: number | null): AppError {
 function countedRefusal(reason: Reason): ValidateAnswer {
   validateOutcomes[reason].inc()
   return REFUSED[reason]
-}
-
-/** What a valid answer says about expiry and what the key unlocks. */
-interface Terms {
-  policyId: string | null
-  plan: string | null
-  expiresAt: number | null
-  limit: number
-  entitlements: Entitlements
-  graceMs: number
-  keep: boolean
-}
-
-/** Whether validate refuses the key for its expiry at `now`: past expires_at + grace, and not kept. */
-const expiryRefused = (t: Terms, now: number) => t.expiresAt !== null && !t.keep && t.expiresAt + t.graceMs <= now
-
-function valid(t: Terms, used: number, now: number, credits: number | null): ValidateAnswer {
-  validateOutcomes.valid.inc()
-  const { expiresAt } = t
-  return {
-    valid: true,
-    plan: t.plan,
-    expires_at: expiresAt === null ? null : new Date(expiresAt).toISOString(),
-    activations_used: used,
-    activation_limit: t.limit,
-    policy_id: t.policyId,
-    entitlements: t.entitlements,
-    expired: expiresAt !== null && expiresAt <= now,
-    grace_until: expiresAt === null || t.keep || t.graceMs === 0 ? null : new Date(expiresAt + t.graceMs).toISOString(),
-    credits_remaining: credits,
-  }
 }
 
 /**
@@ -158,7 +114,8 @@ export class ValidationEngine {
       if (!s.ok) return this.exhausted(who.accountId, state.productId, s, at)
       this.lastSeen.record(hotKey, body.device_fingerprint.toLowerCase(), body.app_version ?? null, at, body.device_name)
       this.outcomes.record(who.accountId, state.productId, OUTCOME.valid, at)
-      return valid(state, deviceCount(state), at, s.remaining)
+      validateOutcomes.valid.inc()
+      return validAnswer(state, deviceCount(state), at, s.remaining) // built per answer: the balance moves
     }
     return spent instanceof Promise ? spent.then((s) => answer(s, Date.now())) : answer(spent, now)
   }
@@ -240,7 +197,8 @@ export class ValidationEngine {
       if (state.metered) return this.metered(who, body, hotKey, state, now)
       this.lastSeen.record(hotKey, fingerprint, appVersion, now, body.device_name)
       this.outcomes.record(account, state.productId, OUTCOME.valid, now)
-      return valid(state, deviceCount(state), now, null)
+      validateOutcomes.valid.inc()
+      return validAnswerOf(state, deviceCount(state), now)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
@@ -312,7 +270,8 @@ export class ValidationEngine {
       graceMs: key.grace_seconds * 1000,
       keep: key.after_expiry === 'keep',
     }
-    return valid(terms, result.activeCount, now, credits ? credits.remaining : null)
+    validateOutcomes.valid.inc()
+    return validAnswer(terms, result.activeCount, now, credits ? credits.remaining : null)
   }
 
   /**
