@@ -150,10 +150,10 @@ test('the in-memory counts: per account, product and day; a day that ends keeps 
   const rows = counts.take(day + 300)
   const key = (r: { day: string; account: string; product: string }) => `${r.day} ${r.account} ${r.product}`
   expect(Object.fromEntries(rows.map((r) => [key(r), r.counts]))).toEqual({
-    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0, 0, 0, 0],
-    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0, 0, 0, 0],
-    '2026-11-23 acct_b prod_2': [0, 0, 0, 0, 1, 0, 0, 0, 0],
-    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_b prod_2': [0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
+    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
   })
   expect(counts.take(day + 400)).toEqual([]) // taken once
 })

@@ -39,6 +39,7 @@ describe('license keys', () => {
       policy_id: null,
       expiry_pending: false,
       overrides: {},
+      credits: null,
       key_value: expect.stringMatching(KEY_VALUE),
     })
     const { key_value, ...key } = res.body

@@ -75,7 +75,16 @@ export async function reportLeases(sql: Sql, leases: { id: string; held: number 
 }
 
 /** Credits consumed, per account, UTC day, product and key (the analytics' credits chart). */
-export async function addConsumed(sql: Sql, rows: { account: string; day: string; product: string; key: string; n: number }[]): Promise<void> {
+export async function addConsumed(sql: Sql, counted: { account: string; day: string; product: string; key: string; n: number }[]): Promise<void> {
+  // one row per (account, day, product, key): an upsert may not touch a row twice
+  const byKey = new Map<string, { account: string; day: string; product: string; key: string; n: number }>()
+  for (const c of counted) {
+    const id = `${c.account} ${c.day} ${c.product} ${c.key}`
+    const seen = byKey.get(id)
+    if (seen) seen.n += c.n
+    else byKey.set(id, { ...c })
+  }
+  const rows = [...byKey.values()].filter((r) => r.n !== 0)
   if (rows.length === 0) return
   await sql`insert into analytics_daily_credits as d (account_id, day, product_id, key_id, consumed)
     select * from unnest(${rows.map((r) => r.account)}::text[], ${rows.map((r) => r.day)}::date[], ${rows.map((r) => r.product)}::text[],
