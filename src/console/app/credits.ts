@@ -122,7 +122,7 @@ export function KeyCredits({ k, onDone }: { k: KeyDetail; onDone: () => void }) 
     ${c
       ? html`<div class="cards">
           <div class="card"><div class="card-label">Balance</div><div class="card-value">${num(c.remaining)}</div><div class="card-sub">about 2 s behind the nodes</div></div>
-          <div class="card"><div class="card-label">Refill</div><div class="card-value small">${refillInWords(c.refill as Refill | null)}</div>
+          <div class="card"><div class="card-label">Refill</div><div class="card-text">${refillInWords(c.refill as Refill | null)}</div>
             <div class="card-sub">${c.refills_at ? `Next: ${when(c.refills_at)}` : 'Never refills'}</div></div>
         </div>
         <form class="form inline-form" onSubmit=${change.submit} aria-label="Change the balance" novalidate>
@@ -134,7 +134,7 @@ export function KeyCredits({ k, onDone }: { k: KeyDetail; onDone: () => void }) 
                 <option value="set">Set the balance to</option>
               </select>
             </${Field}>
-            <${Field} label="Credits" id="cr-amount" name="amount" problem=${change.problem}>
+            <${Field} label="Amount (credits)" id="cr-amount" name="amount" problem=${change.problem}>
               <input id="cr-amount" type="number" inputmode="numeric" min="0" value=${amount} onInput=${(e: Event) => setAmount((e.target as HTMLInputElement).value)} />
             </${Field}>
           </div>
@@ -178,8 +178,7 @@ export function PolicyCredits({ p, onDone }: { p: Policy; onDone: () => void }) 
   )
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby="pcredits-h" novalidate>
     <h2 id="pcredits-h">Credits</h2>
-    <p class="muted small">${c ? `Each new key starts with ${num(c.initial)} credits. ${refillInWords(c.refill as Refill | null)}.` : 'Keys of this policy are unmetered.'}
-      Applies to keys created afterwards: existing balances do not move.</p>
+    <p class="muted small">${`${c ? `Each new key starts with ${num(c.initial)} credits. ${refillInWords(c.refill as Refill | null)}.` : 'Keys of this policy are unmetered.'} Applies to keys created afterwards: existing balances do not move.`}</p>
     <label class="check"><input type="checkbox" checked=${metered} onChange=${(e: Event) => { setSaved(false); setMetered((e.target as HTMLInputElement).checked) }} /> Metered keys</label>
     ${metered
       ? html`<${Field} label="Credits a new key starts with" id="pc-initial" name="credits.initial" problem=${problem}>

@@ -93,15 +93,6 @@ export function Overview() {
         </div>
       </div>
       <div class="grid-2 charts">
-        <section class="panel" aria-labelledby="act-h">
-          <h2 id="act-h">Activations per day</h2>
-          ${trend.error
-            ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
-            : trend.data
-              ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />
-                  <p class="muted small">${num(trend.data.reduce((s, d) => s + d.activations, 0))} new devices in ${days} days (UTC days).</p>`
-              : html`<${Spinner} />`}
-        </section>
         <section class="panel" aria-labelledby="val-h">
           <h2 id="val-h">Validations by outcome</h2>
           ${outcomes.error
@@ -116,6 +107,15 @@ export function Overview() {
         <section class="panel" aria-labelledby="cred-h">
           <h2 id="cred-h">Credits consumed per day</h2>
           <${CreditsChart} productId=${product || undefined} range=${range} />
+        </section>
+        <section class="panel" aria-labelledby="act-h">
+          <h2 id="act-h">Activations per day</h2>
+          ${trend.error
+            ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
+            : trend.data
+              ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />
+                  <p class="muted small">${num(trend.data.reduce((s, d) => s + d.activations, 0))} new devices in ${days} days (UTC days).</p>`
+              : html`<${Spinner} />`}
         </section>
       </div>
     </section>

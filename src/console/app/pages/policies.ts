@@ -365,6 +365,7 @@ export function PolicyPage({ id }: { id: string }) {
         <div><dt>Inactive devices</dt><dd>${releaseInWords(p.release_after_seconds)}</dd></div>
         <div><dt>Released by the holder</dt><dd>${limitInWords(p.deactivations_allowed)}</dd></div>
         <div><dt>One key per device</dt><dd>${p.one_key_per_device ? 'Yes' : 'No'}</dd></div>
+        <div><dt>Credits</dt><dd>${p.credits ? `${num(p.credits.initial)} to start` : 'Unmetered'}</dd></div>
         <div><dt>Keys</dt><dd>${num(p.keys)}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${p.id}</dd></div>
       </dl>
