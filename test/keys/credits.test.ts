@@ -25,6 +25,8 @@ describe('credits on a key', () => {
     const { accountId, token, key } = await setup({ credits: { remaining: 5 } })
     expect(key.credits).toEqual({ remaining: 5, refill: null, refills_at: null })
     const device = fingerprint()
+    // cost 0 checks without spending, and tells the balance
+    expect((await validate(token, { key: key.key_value, device_fingerprint: device, cost: 0 })).body).toMatchObject({ valid: true, credits_remaining: 5 })
     const first = await validate(token, { key: key.key_value, device_fingerprint: device, cost: 2 })
     expect(first.body).toMatchObject({ valid: true, credits_remaining: 3, activations_used: 1 })
     expect((await validate(token, { key: key.key_value, device_fingerprint: device, cost: 0 })).body).toMatchObject({ valid: true })

@@ -96,7 +96,11 @@ export class CreditLeases {
       lease = this.newLease(keyHashOf(hotKey), accountId, productId, now)
       this.leases.set(hotKey, lease)
     }
-    if (cost === 0) return { ok: true, remaining: lease.left + lease.record }
+    if (cost === 0) {
+      // checks without spending; a lease that never took knows nothing of the balance yet: read it once
+      if (lease.keyId === null) return this.refill(hotKey, lease, 0)
+      return { ok: true, remaining: lease.left + lease.record }
+    }
     if (lease.left >= cost && this.bus.trusted(now)) return this.take(lease, cost, now)
     if (lease.exhaustedAt > now - EXHAUSTED_MEMO_MS && cost > lease.left + lease.record) return this.refused(lease)
     return this.refill(hotKey, lease, cost)
@@ -147,7 +151,8 @@ export class CreditLeases {
       }
       const now = Date.now()
       const trusted = this.bus.trusted(now)
-      if (lease.left >= cost && trusted) return this.take(lease, cost, now)
+      if (cost === 0 && lease.keyId !== null) return { ok: true, remaining: lease.left + lease.record }
+      if (cost > 0 && lease.left >= cost && trusted) return this.take(lease, cost, now)
       if (lease.taking) {
         await lease.taking.catch(() => {})
         continue
@@ -162,7 +167,7 @@ export class CreditLeases {
       lease.rate = Math.max(lease.rate / 2, (lease.spent * 1000) / elapsed)
       lease.spent = 0
       lease.since = now
-      const want = trusted ? Math.min(MAX_LEASE, Math.max(need, Math.ceil(lease.rate * LEASE_SECONDS))) : need
+      const want = cost === 0 ? 0 : trusted ? Math.min(MAX_LEASE, Math.max(need, Math.ceil(lease.rate * LEASE_SECONDS))) : need
       const taking = takeCredits(this.sql, { keyHash: lease.keyHash, nodeId: this.nodeId, leaseId: lease.id, held: lease.left, need, want, now })
       lease.taking = taking
       let taken: Taken
@@ -182,6 +187,7 @@ export class CreditLeases {
       lease.record = taken.record
       lease.refillsAt = taken.refillsAt === null ? null : new Date(taken.refillsAt).toISOString()
       lease.left += taken.taken
+      if (cost === 0) return { ok: true, remaining: lease.left + lease.record }
       if (taken.taken === 0) {
         lease.exhaustedAt = Date.now()
         return this.refused(lease)

@@ -37,7 +37,8 @@ export async function takeCredits(
     const left = record - taken
     // this lease once the call it serves has spent (a refused call spends nothing)
     const after = taken > 0 ? taken - p.need : p.held
-    const none = left === 0 && Number(others) === 0 && after === 0
+    // need 0 (a cost-0 call on a node that has not taken yet) only reads the balance: it never emits
+    const none = p.need > 0 ? left === 0 && Number(others) === 0 && after === 0 : k.exhausted
     await tx`update license_keys set credits_remaining = ${left}, credits_exhausted = ${none},
         credits_since = ${refilled ? new Date(refilled.since) : k.since}
       where id = ${k.id}`
@@ -45,7 +46,7 @@ export async function takeCredits(
       await tx`insert into credit_leases (id, key_id, node_id, epoch, held) values (${p.leaseId}, ${k.id}, ${p.nodeId}, ${k.epoch}, ${after})
         on conflict (id) do update set held = excluded.held, updated_at = now()`
     }
-    if (none && !k.exhausted) await emit(tx, k.account_id, 'key.credits_exhausted', (await findKey(tx, k.account_id, k.id))!, DEVICE)
+    if (p.need > 0 && none && !k.exhausted) await emit(tx, k.account_id, 'key.credits_exhausted', (await findKey(tx, k.account_id, k.id))!, DEVICE)
     return { kind: 'taken', keyId: k.id, epoch: k.epoch, taken, record: left, refillsAt: refilled?.refillsAt ?? null } as const
   })
 }
