@@ -100,6 +100,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
     every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
     every(config.flushIntervalMs, log, 'validation-outcomes', () => validation.outcomes.flush()),
+    every(config.flushIntervalMs, log, 'credit-leases', () => validation.credits.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
     every(config.sweepIntervalMs, log, 'reinstate-sweeper', () => reinstateDueKeys(deps)),
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
@@ -129,6 +130,8 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         // repeat validations batched in memory reach Postgres before the connection closes
         await validation.flush().catch((err) => log.warn({ err: String(err) }, 'last-seen flush at shutdown failed'))
         await validation.outcomes.flush().catch((err) => log.warn({ err: String(err) }, 'validation outcome flush at shutdown failed'))
+        // unspent credits go back to their keys' records (a node killed instead strands them: docs/architecture.md)
+        await validation.credits.close().catch((err) => log.warn({ err: String(err) }, 'credit lease return at shutdown failed'))
         validation.close()
         await deps.counters.flush().catch(() => {})
         await deps.counters.close()

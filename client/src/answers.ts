@@ -22,7 +22,8 @@ export type Entitlements = Readonly<Record<string, EntitlementValue>>
  * Which refusals end grace (the stored answer is forgotten): every reason must be classified here. A
  * suspended key is not usable until reinstated (the next valid answer is stored again); a missing
  * entitlement says nothing about the key, only about what this call asked for; device_already_used (a
- * one-per-device trial this device already had) is final for this key here.
+ * one-per-device trial this device already had) is final for this key here. credits_exhausted says
+ * the balance is spent, not that the key is bad (and a metered call never falls back to a stored answer).
  */
 const ENDS_GRACE: Record<Refusal, boolean> = {
   not_found: true,
@@ -32,6 +33,7 @@ const ENDS_GRACE: Record<Refusal, boolean> = {
   entitlements_missing: false,
   device_already_used: true,
   activation_limit: true,
+  credits_exhausted: false,
 }
 export const endsGrace = (reason: Refusal): boolean => ENDS_GRACE[reason]
 export const isRefusal = (reason: unknown): reason is Refusal => typeof reason === 'string' && Object.hasOwn(ENDS_GRACE, reason)
@@ -58,6 +60,11 @@ export type ValidResult = EntitlementLookup & {
   expired: boolean
   /** When the key's grace after `expiresAt` ends; null when there is none. */
   graceUntil: Date | null
+  /**
+   * A metered key's balance after this call's cost, as the answering node knows it; null for an
+   * unmetered key (and for stored answers signed before credits existed).
+   */
+  creditsRemaining: number | null
   /** True when this is the stored answer standing in for an unreachable service. */
   offline: boolean
   /** When the service signed this answer. */
@@ -75,7 +82,17 @@ export type RefusedResult = EntitlementLookup &
         offline: boolean
         signedAt: Date
       }
-    | { valid: false; reason: Exclude<Refusal, 'entitlements_missing'>; offline: false; signedAt: Date }
+    | {
+        valid: false
+        reason: 'credits_exhausted'
+        /** The balance left: less than the cost asked (nothing was spent). */
+        creditsRemaining: number
+        /** When the key's credits refill next; null when they do not refill. */
+        refillsAt: Date | null
+        offline: false
+        signedAt: Date
+      }
+    | { valid: false; reason: Exclude<Refusal, 'entitlements_missing' | 'credits_exhausted'>; offline: false; signedAt: Date }
   )
 
 export type ValidateResult = ValidResult | RefusedResult
@@ -144,6 +161,7 @@ export function toValid(json: ValidAnswer, offline: boolean, signedAt: Date): Va
       entitlements,
       expired: json.expired === true,
       graceUntil: json.grace_until ? new Date(json.grace_until) : null,
+      creditsRemaining: typeof json.credits_remaining === 'number' ? json.credits_remaining : null,
       offline,
       signedAt,
     },
@@ -156,6 +174,11 @@ export function toRefused(json: RefusalAnswer, offline: boolean, signedAt: Date)
   if (json.reason === 'entitlements_missing') {
     const missing = Array.isArray(json.missing) ? [...json.missing] : []
     return withLookup({ valid: false as const, reason: json.reason, missing, offline, signedAt }, NONE)
+  }
+  if (json.reason === 'credits_exhausted') {
+    const creditsRemaining = typeof json.credits_remaining === 'number' ? json.credits_remaining : 0
+    const refillsAt = json.refills_at ? new Date(json.refills_at) : null
+    return withLookup({ valid: false as const, reason: json.reason, creditsRemaining, refillsAt, offline: false as const, signedAt }, NONE)
   }
   return withLookup({ valid: false as const, reason: json.reason, offline: false as const, signedAt }, NONE)
 }

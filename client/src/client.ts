@@ -55,6 +55,12 @@ export interface ValidateInput {
   appVersion?: string
   /** Entitlement codes this call needs (1..16), e.g. `['export']`: any the key lacks → `entitlements_missing` with `missing`. */
   requireEntitlements?: readonly string[]
+  /**
+   * Metered keys: the credits this call spends when valid (an integer 0..1,000,000; default 1 on the
+   * service; 0 checks without spending). Ignored for unmetered keys. A metered call that spends (cost
+   * above 0) never falls back to the stored answer: credits are only spent by the service.
+   */
+  cost?: number
 }
 
 export class Keyward {
@@ -113,6 +119,11 @@ export class Keyward {
    * `requireEntitlements`: codes this call needs (1..16, sent as `require_entitlements`); any the key
    * lacks → `{ valid: false, reason: 'entitlements_missing', missing }` (nothing recorded). Offline,
    * the stored answer's entitlements are checked the same way (`offline: true` on that refusal).
+   *
+   * `cost` (metered keys): the credits the call spends when valid; the result carries
+   * `creditsRemaining`, and a balance below the cost is `{ valid: false, reason: 'credits_exhausted',
+   * creditsRemaining, refillsAt }`. A metered call with a cost above 0 (the default is 1) never falls
+   * back to the stored answer: unreachable, it throws.
    */
   async validate(input: ValidateInput = {}): Promise<ValidateResult> {
     const key = input.key ?? this.key
@@ -120,6 +131,10 @@ export class Keyward {
     const required = input.requireEntitlements ?? []
     if (!Array.isArray(required) || !required.every((code) => typeof code === 'string')) {
       throw new TypeError('Keyward: requireEntitlements must be an array of entitlement codes')
+    }
+    const cost = input.cost
+    if (cost !== undefined && !(Number.isInteger(cost) && cost >= 0 && cost <= 1_000_000)) {
+      throw new TypeError('Keyward: cost must be an integer from 0 to 1,000,000')
     }
     this.key = key
     const fingerprint = await this.fingerprint()
@@ -129,6 +144,7 @@ export class Keyward {
     if (input.deviceName !== undefined) body.device_name = input.deviceName
     if (this.productId) body.product_id = this.productId
     if (required.length > 0) body.require_entitlements = required // none asked: the field is left out (the service wants 1..16)
+    if (cost !== undefined) body.cost = cost
     let answer
     try {
       answer = await this.transport.call('/v1/validate', body)
@@ -137,7 +153,9 @@ export class Keyward {
       // an unsigned 401). A forger gains nothing a cut cable would not give: the stored answer stands in.
       if (err instanceof UnreachableError || err instanceof SignatureError || (err instanceof KeywardError && err.status === 401 && !err.signed)) {
         const stored = await this.grace.read(key, fingerprint, lastSeen)
-        if (stored) {
+        // A metered key's stored answer never stands in for a call that spends: only the service spends credits.
+        const spends = stored !== null && stored.creditsRemaining !== null && (cost ?? 1) > 0
+        if (stored && !spends) {
           // The stored answer may have been given to a call that asked for less: it unlocks what it lists, no more.
           const missing = missingOf(stored.entitlements, required)
           return missing.length > 0 ? toRefused({ valid: false, reason: 'entitlements_missing', missing }, true, stored.signedAt) : stored

@@ -181,7 +181,7 @@ export interface paths {
         put?: never;
         /**
          * Validate a key for a device (refusals are 200 with valid: false and a reason)
-         * @description Decision, first match wins: not_found, revoked, expired, known device (valid), free slot (new activation, valid), activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
+         * @description Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free slot (new activation), activation_limit, then for a metered key credits_exhausted (balance below `cost`: nothing spent, no activation recorded), else valid (a metered key spends `cost`, default 1). Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
          */
         post: operations["postV1Validate"];
         delete?: never;
@@ -266,7 +266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
+        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -465,7 +465,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
+            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
             409: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -775,6 +775,8 @@ export interface operations {
             content: {
                 "application/json": {
                     app_version?: string | null;
+                    /** @description Metered keys: credits this call spends when valid (0..1,000,000, default 1; 0 checks without spending). Ignored for unmetered keys. */
+                    cost?: number;
                     /** @description 64 hex characters (e.g. a SHA-256 of hardware identifiers); case-insensitive */
                     device_fingerprint: string;
                     /**
@@ -806,6 +808,8 @@ export interface operations {
                         activation_limit: number;
                         /** @description Devices holding a slot, this one included */
                         activations_used: number;
+                        /** @description Metered key: its balance after this call's cost, as this node knows it (other nodes' spending shows within about 2 s); null = unmetered */
+                        credits_remaining: number | null;
                         /** @description The key's effective entitlements ({} when none) */
                         entitlements: {
                             [key: string]: true | number | string;
@@ -825,10 +829,17 @@ export interface operations {
                         /** @constant */
                         valid: true;
                     } | {
+                        /** @description With credits_exhausted only: the balance left (less than the cost asked) */
+                        credits_remaining?: number;
                         /** @description With entitlements_missing only: the required codes the key lacks, in request order */
                         missing?: string[];
                         /** @enum {string} */
-                        reason: "not_found" | "revoked" | "suspended" | "expired" | "entitlements_missing" | "device_already_used" | "activation_limit";
+                        reason: "not_found" | "revoked" | "suspended" | "expired" | "entitlements_missing" | "device_already_used" | "activation_limit" | "credits_exhausted";
+                        /**
+                         * Format: date-time
+                         * @description With credits_exhausted only: the next refill, or null when the key has no refill rule
+                         */
+                        refills_at?: string | null;
                         /** @constant */
                         valid: false;
                     };

@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'device_already_used',
   'activation_limit',
   'deactivation_limit',
+  'key_unmetered',
   'idempotency_key_reused',
   'payload_too_large',
   'product_has_active_keys',

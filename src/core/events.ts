@@ -26,6 +26,8 @@ export const EVENT_TYPES = [
   'policy.updated',
   'policy.deleted',
   'keys.imported',
+  'key.credits_updated',
+  'key.credits_exhausted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

@@ -180,6 +180,7 @@ async function memoryFigure() {
       policyId: null,
       own: null,
       oneKeyPerDevice: false,
+      metered: false,
     }, Date.now() + 3_600_000) // loaded "in the future": nothing expires while we measure
   }
   const fillMs = performance.now() - t0

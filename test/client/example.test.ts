@@ -128,7 +128,7 @@ test('activate, run, devices, release another device, and the 409 once the relea
   // The grace answer kept on disk is the node's signed answer.
   const state = JSON.parse(readFileSync(join(user.home, 'state.json'), 'utf8'))
   expect(JSON.parse(JSON.parse(state[graceSlot(k.key_value, productId)]).body)).toEqual({
-    valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3, policy_id: null, entitlements: {}, expired: false, grace_until: null,
+    valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3, policy_id: null, entitlements: {}, expired: false, grace_until: null, credits_remaining: null,
   })
 
   // The app runs while licensed, until the user quits it.

@@ -83,7 +83,7 @@ test('validate: a signed valid answer, verified (nonce, path, t), typed, stored 
   const kw = sdk({ fetch: rec.fetch, storage })
   const before = Date.now()
   const first = await kw.validate({ key: k.key_value, deviceName: "Alice's laptop", appVersion: '3.2.1' })
-  expect(data(first)).toEqual({ valid: true, plan: 'pro', expiresAt: null, activationsUsed: 1, activationLimit: 3, policyId: null, entitlements: {}, expired: false, graceUntil: null, offline: false, signedAt: expect.any(Date) })
+  expect(data(first)).toEqual({ valid: true, plan: 'pro', expiresAt: null, activationsUsed: 1, activationLimit: 3, policyId: null, entitlements: {}, expired: false, graceUntil: null, creditsRemaining: null, offline: false, signedAt: expect.any(Date) })
 
   const [x] = rec.seen
   const fp = await kw.fingerprint()

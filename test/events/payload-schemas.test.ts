@@ -63,6 +63,10 @@ test('every event type is produced, and each payload matches its documented sche
   ok(await h.call('POST', `/v1/keys/${paused.id}/suspend`, { token, body: { reason: 'audit' } }), 'key.suspended')
   ok(await h.call('POST', `/v1/keys/${paused.id}/reinstate`, { token }), 'key.reinstated')
   ok(await h.call('POST', `/v1/keys/${paused.id}/reissue`, { token }), 'key.reissued')
+  // credits: updated by the admin, exhausted by a consume
+  const metered = await newKey(h.call, token, product.id, { credits: { remaining: 1 } })
+  ok(await h.call('POST', `/v1/keys/${metered.id}/credits`, { token, body: { operation: 'add', amount: 1 } }), 'key.credits_updated')
+  expect(ok(await h.call('POST', '/v1/validate', { token, body: { key: metered.key_value, device_fingerprint: fingerprint(), cost: 2 } }), 'validate').valid).toBe(true)
   const policy = ok(await h.call('POST', '/v1/policies', { token, body: { product_id: product.id, name: 'Pro', entitlements: { export: true } } }), 'policy.created')
   ok(await h.call('PATCH', `/v1/policies/${policy.id}`, { token, body: { activation_limit: 5 } }), 'policy.updated')
   ok(await h.call('DELETE', `/v1/policies/${policy.id}`, { token }), 'policy.deleted')

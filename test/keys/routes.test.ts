@@ -40,6 +40,7 @@ describe('license keys', () => {
       expiry_pending: false,
       external_id: null,
       overrides: {},
+      credits: null,
       key_value: expect.stringMatching(KEY_VALUE),
     })
     const { key_value, ...key } = res.body

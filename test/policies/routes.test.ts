@@ -45,6 +45,7 @@ describe('policies', () => {
       release_after_seconds: null,
       deactivations_allowed: null,
       entitlements: {},
+      credits: null,
       metadata: {},
       keys: 0,
       created_at: expect.stringMatching(ISO_MS),

@@ -42,6 +42,7 @@ describe("another account's ids are 404 on every :id route", () => {
     ['POST', () => `/v1/keys/${bKey.id}/suspend`, { reason: 'hijack' }],
     ['POST', () => `/v1/keys/${bKey.id}/reinstate`],
     ['POST', () => `/v1/keys/${bKey.id}/reissue`],
+    ['POST', () => `/v1/keys/${bKey.id}/credits`, { operation: 'add', amount: 5 }],
     ['GET', () => `/v1/policies/${bPolicy.id}`],
     ['PATCH', () => `/v1/policies/${bPolicy.id}`, { name: 'hijacked' }],
     ['DELETE', () => `/v1/policies/${bPolicy.id}`],

@@ -37,6 +37,7 @@ export const MATRIX: Row[] = [
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/reissue`, needs: 'keys:write' },
   { method: 'POST', path: () => '/v1/keys/import?dry_run=true', needs: 'keys:write', body: { rows: [] } },
+  { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/credits`, needs: 'keys:write', body: { operation: 'add', amount: 1 } },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/revoke`, needs: 'keys:revoke', body: {} },
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/suspend`, needs: 'keys:revoke', body: {} },
@@ -58,6 +59,7 @@ export const MATRIX: Row[] = [
   { method: 'GET', path: () => '/v1/analytics/overview', needs: 'analytics:read' },
   { method: 'GET', path: () => '/v1/analytics/activations?range=7d', needs: 'analytics:read' },
   { method: 'GET', path: () => '/v1/analytics/geography', needs: 'analytics:read' },
+  { method: 'GET', path: () => '/v1/analytics/credits?range=7d', needs: 'analytics:read' },
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/offline-licenses`, needs: 'offline:write', body: { device_fingerprint: FP } },
   { method: 'POST', path: () => '/v1/offline-licenses/sync', needs: 'offline:write', body: {} },

@@ -31,7 +31,7 @@ describe('over HTTP', () => {
     expect((await h.call('POST', `/v1/keys/${key.id}/extend`, { token, body: { expires_at: until } })).status).toBe(200)
     const res = await validate(h.call, token, { key: key.key_value, device_fingerprint: fp })
     expect(res.body).toEqual({
-      valid: true, plan: null, expires_at: until, activations_used: 1, activation_limit: 3, policy_id: null, entitlements: {}, expired: false, grace_until: null,
+      valid: true, plan: null, expires_at: until, activations_used: 1, activation_limit: 3, policy_id: null, entitlements: {}, expired: false, grace_until: null, credits_remaining: null,
     })
   })
 

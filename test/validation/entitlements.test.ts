@@ -41,6 +41,7 @@ describe('entitlements on a key', () => {
       entitlements: { export: true, projects: 5, tier: 'pro' },
       expired: false,
       grace_until: null,
+      credits_remaining: null,
     })
     // the known device, from memory: the same fields
     expect((await validate(token, { key: key.key_value, device_fingerprint: device })).body).toEqual(first.body)

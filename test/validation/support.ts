@@ -46,5 +46,6 @@ export const keyRow = (over: Partial<KeyRow> = {}): KeyRow => ({
   policyId: null,
   own: null,
   oneKeyPerDevice: false,
+  metered: false,
   ...over,
 })

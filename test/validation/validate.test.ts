@@ -17,7 +17,7 @@ describe('decision order', () => {
     expect(first.headers.get('content-type')).toStartWith('application/json')
     expect(first.headers.get('x-request-id')).toMatch(/^req_/)
     expect(first.body).toEqual({
-      valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 2, policy_id: null, entitlements: {}, expired: false, grace_until: null,
+      valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 2, policy_id: null, entitlements: {}, expired: false, grace_until: null, credits_remaining: null,
     })
     // case-insensitive fingerprint, key in lower case without hyphens and with whitespace
     const again = await validate(h.call, token, {

@@ -47,6 +47,7 @@ const ANSWERED: Record<ValidateOutcome, string> = {
   entitlements_missing: 'reason entitlements_missing',
   device_already_used: 'reason device_already_used',
   activation_limit: 'reason activation_limit',
+  credits_exhausted: 'reason credits_exhausted',
   rate_limited: '429 rate_limited (belongs to no product)',
 }
 const counts = Object.fromEntries(
@@ -67,3 +68,19 @@ export const CountryEntry = t.Object({
 })
 export const Geography = t.Array(CountryEntry, { description: 'Activations descending, then country ascending' })
 export type CountryEntry = typeof CountryEntry.static
+
+export const CreditsQuery = q.Object({
+  range: q.Optional(
+    q.Union([q.Literal('7d'), q.Literal('30d'), q.Literal('90d')], { default: '30d', description: 'Days ending today (UTC)' }),
+  ),
+  product_id: q.Optional(q.String({ description: 'Only this product\'s keys' })),
+  key_id: q.Optional(q.String({ description: 'Only this key' })),
+})
+export const CreditsEntry = t.Object({
+  date: t.String({ description: 'UTC day, YYYY-MM-DD', examples: ['2026-11-22'] }),
+  consumed: t.Integer({ description: 'Credits spent by valid validate answers of metered keys that day' }),
+})
+export type CreditsEntry = typeof CreditsEntry.static
+export const CreditsConsumed = t.Array(CreditsEntry, {
+  description: 'One entry per day, oldest first, zero-filled; counted on each node and written every FLUSH_INTERVAL_MS',
+})

@@ -2,7 +2,7 @@
 // counts on license_keys for the time-dependent figures. Each call is one statement: one snapshot.
 import type { Sql } from '../../infra/db'
 import { VALIDATE_OUTCOMES } from '../../core/outcomes'
-import type { CountryEntry, TrendEntry, ValidationsEntry } from './model'
+import type { CountryEntry, CreditsEntry, TrendEntry, ValidationsEntry } from './model'
 
 // Sums are bigint, which postgres.js returns as text.
 const num = (v: string | number | null) => Number(v ?? 0)
@@ -73,6 +73,27 @@ export async function validations(sql: Sql, accountId: string, days: number, pro
     for (const o of VALIDATE_OUTCOMES) entry[o] = num(r[o] ?? null)
     return entry as ValidationsEntry
   })
+}
+
+/** Credits consumed, `days` entries ending today (UTC), oldest first, zero-filled. */
+export async function credits(sql: Sql, accountId: string, days: number, f: { productId: string | null; keyId: string | null }): Promise<CreditsEntry[]> {
+  const rows = await sql<{ date: string; consumed: string }[]>`
+    with counted as (
+      select day, sum(consumed) as n from analytics_daily_credits
+      where account_id = ${accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
+        ${f.productId === null ? sql`` : sql`and product_id = ${f.productId}`}
+        ${f.keyId === null ? sql`` : sql`and key_id = ${f.keyId}`}
+      group by day)
+    select to_char(s.day, 'YYYY-MM-DD') as date, coalesce(c.n, 0) as consumed
+    from (select analytics_utc_day(now()) - i as day from generate_series(0, ${days}::int - 1) as i) s
+      left join counted c on c.day = s.day
+    order by s.day`
+  return rows.map((r) => ({ date: r.date, consumed: num(r.consumed) }))
+}
+
+export async function keyExists(sql: Sql, accountId: string, keyId: string): Promise<boolean> {
+  const rows = await sql`select 1 from license_keys where id = ${keyId} and account_id = ${accountId}`
+  return rows.length > 0
 }
 
 export async function geography(sql: Sql, accountId: string): Promise<CountryEntry[]> {

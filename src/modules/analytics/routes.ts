@@ -3,7 +3,7 @@ import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { behindAuth, problems } from '../../http/responses'
 import { allows } from '../../core/scopes'
-import { Geography, Overview, Trend, TrendQuery, Validations, ValidationsQuery } from './model'
+import { CreditsConsumed, CreditsQuery, Geography, Overview, Trend, TrendQuery, Validations, ValidationsQuery } from './model'
 import * as service from './service'
 
 export function analyticsRoutes(deps: Deps) {
@@ -31,6 +31,11 @@ export function analyticsRoutes(deps: Deps) {
           query: ValidationsQuery,
           response: { 200: Validations, ...problems(404) },
           detail: { summary: 'Validate answers by outcome per UTC day over 7, 30 or 90 days ending today, zero-filled' },
+        })
+        .get('/credits', ({ principal, query }) => service.credits(deps, principal, query), {
+          query: CreditsQuery,
+          response: { 200: CreditsConsumed, ...problems(404) },
+          detail: { summary: 'Credits consumed by metered keys per UTC day over 7, 30 or 90 days ending today, for the account, a product or a key' },
         })
         .get('/geography', ({ principal }) => service.geography(deps, principal), {
           response: { 200: Geography },

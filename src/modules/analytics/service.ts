@@ -3,7 +3,7 @@ import { isId } from '../../infra/crypto'
 import { AppError, notFound } from '../../core/errors'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
-import { RANGES, type CountryEntry, type Overview, type Range, type TrendEntry, type ValidationsEntry } from './model'
+import { RANGES, type CountryEntry, type CreditsEntry, type Overview, type Range, type TrendEntry, type ValidationsEntry } from './model'
 import * as repo from './repo'
 
 /** Analytics are for paid plans. The routes check this before query validation; the service again. */
@@ -57,6 +57,19 @@ export async function validations(
   requireAnalyticsPlan(who)
   const productId = await productFilter(deps, who, query.product_id)
   return repo.validations(deps.sql, who.accountId, RANGES[query.range ?? '30d'], productId)
+}
+
+/** Credits consumed by metered keys per day (range 30d by default), for a product or a key. */
+export async function credits(
+  deps: Deps,
+  who: Principal,
+  query: { range?: Range; product_id?: string; key_id?: string },
+): Promise<CreditsEntry[]> {
+  requireAnalyticsPlan(who)
+  const productId = await productFilter(deps, who, query.product_id)
+  const keyId = query.key_id ?? null
+  if (keyId !== null && !(isId('key', keyId) && (await repo.keyExists(deps.sql, who.accountId, keyId)))) throw notFound('key', keyId)
+  return repo.credits(deps.sql, who.accountId, RANGES[query.range ?? '30d'], { productId, keyId })
 }
 
 export async function geography(deps: Deps, who: Principal): Promise<CountryEntry[]> {

@@ -1,5 +1,6 @@
 import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/schema'
 import { Activation } from '../activations/model'
+import { Credits, CreditsIn } from './credits-model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static
@@ -47,6 +48,7 @@ export const Key = t.Object({
   overrides: t.Record(t.String(), t.Unknown(), {
     description: 'For a key with a policy: exactly the settings the key sets itself (the other values shown are its policy\'s); {} when none, and for a key without a policy',
   }),
+  credits: Credits,
 })
 export type Key = typeof Key.static
 
@@ -93,6 +95,7 @@ export const CreateKeyBody = t.Object({
   entitlements: t.Optional(EntitlementsField),
   grace_seconds: t.Optional(GraceSeconds),
   after_expiry: t.Optional(AfterExpiry),
+  credits: t.Optional(CreditsIn),
 })
 export type CreateKeyBody = typeof CreateKeyBody.static
 
@@ -106,6 +109,7 @@ export const PatchKeyBody = t.Object({
   entitlements: t.Optional(EntitlementsField),
   grace_seconds: t.Optional(GraceSeconds),
   after_expiry: t.Optional(AfterExpiry),
+  credits: t.Optional(CreditsIn),
   reset: t.Optional(
     t.Array(OneOf(RESETTABLE), {
       uniqueItems: true,

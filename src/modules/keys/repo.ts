@@ -2,9 +2,12 @@ import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
+import type { RefillRule } from '../../core/credits'
+import { creditsView, type CreditsColumns } from './credits'
+import { leasedOf } from './credits-repo'
 import type { Key, KeyStatus } from './model'
 
-type Row = {
+type Row = CreditsColumns & {
   id: string
   product_id: string
   plan: string | null
@@ -79,6 +82,7 @@ export const toKey = (r: Row): Key => ({
   external_id: r.external_id,
   overrides: overridesOf(r),
   expiry_pending: r.expiry_pending,
+  credits: creditsView(r),
 })
 
 /**
@@ -93,7 +97,8 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   k.deactivations_used, ${effectiveSettings(sql)},
   k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
   k.release_after_seconds as own_release_after_seconds, k.deactivations_allowed as own_deactivations_allowed,
-  k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements`
+  k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements,
+  k.credits_remaining, k.credits_refill, k.credits_since, k.credits_debt, ${leasedOf(sql)} as credits_leased`
 
 /** A key `k` with its policy `p`. */
 export const keyFrom = (sql: Sql | Tx) => sql`license_keys k ${joinPolicy(sql)}`
@@ -123,15 +128,18 @@ export async function insertKey(
     createdAt: Date
     /** expiry_basis first_activation: the duration its first activation adds (expiresAt is then null) */
     pendingDuration: string | null
+    /** null = unmetered; the refill period counts from createdAt */
+    credits: { remaining: number; refill: RefillRule | null } | null
   },
 ): Promise<Key> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata,
       release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at,
-      pending_duration)
+      pending_duration, credits_remaining, credits_refill, credits_since)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
             ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed},
             ${tx.json(k.entitlements as JSONValue)}, ${k.graceSeconds}, ${k.afterExpiry}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
-            ${k.pendingDuration})`
+            ${k.pendingDuration}, ${k.credits?.remaining ?? null},
+            ${k.credits?.refill ? tx.json(k.credits.refill as unknown as JSONValue) : null}, ${k.credits ? k.createdAt : null})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 

@@ -12,6 +12,7 @@ import type { Tx } from '../../infra/db'
 import { addPeriod, parsePeriod } from '../../core/durations'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
 import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, Resettable, SuspendBody } from './model'
+import { checkRefill, initialCredits, replaceCredits } from './credits'
 import * as repo from './repo'
 
 /** A key's own entitlements as sent: every problem is a 400 field error. */
@@ -114,6 +115,7 @@ export async function createKeyIn(
       ownFields: policyId === null ? [] : given,
       createdAt,
       pendingDuration: pending ? policy!.duration : null,
+      credits: initialCredits(input.credits, policy),
     })
     await emit(tx, who.accountId, 'key.created', key, actor)
     return { key, keyValue, keyHash }
@@ -188,6 +190,7 @@ export async function patchKey(deps: Deps, who: Principal, id: string, input: Pa
   const entitlements = input.entitlements === undefined ? undefined : checkOwnEntitlements('body.entitlements', input.entitlements)
   const reset = new Set<Resettable>(input.reset ?? [])
   for (const field of reset) if (input[field] !== undefined) throw invalid(`body.${field}`, 'cannot be set and reset in one call')
+  const wanted = input.credits == null ? input.credits : { remaining: input.credits.remaining, refill: checkRefill('body.credits.refill', input.credits.refill) }
   const { key, keyHash } = await deps.sql.begin(async (tx) => {
     const locked = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
     if (!locked) throw notFound('key', id)
@@ -214,8 +217,10 @@ export async function patchKey(deps: Deps, who: Principal, id: string, input: Pa
     }
     const { policyId: _, ...before } = own
     const stored = { ...before, ownFields: [...own.ownFields].sort() }
-    if (isDeepStrictEqual(next, stored)) return { key: current, keyHash: null }
+    const credits = wanted !== undefined && !isDeepStrictEqual(wanted, current.credits && { remaining: current.credits.remaining, refill: current.credits.refill })
+    if (!credits && isDeepStrictEqual(next, stored)) return { key: current, keyHash: null }
     await repo.updateSettings(tx, id, next)
+    if (credits) await replaceCredits(tx, id, input.credits!)
     const key = (await repo.findKey(tx, who.accountId, id))!
     // the activations' copy of release_after_seconds follows the effective value
     if (key.release_after_seconds !== current.release_after_seconds) await repo.copyReleaseAfter(tx, id, key.release_after_seconds)

@@ -1,4 +1,5 @@
 import { PlainText, t, Timestamp } from '../../http/schema'
+import { PolicyCredits, PolicyCreditsIn } from '../keys/credits-model'
 
 const EntitlementsOut = t.Record(t.String(), t.Union([t.Literal(true), t.Number(), t.String()]))
 
@@ -20,6 +21,7 @@ export const Policy = t.Object({
   release_after_seconds: t.Union([t.Integer(), t.Null()]),
   deactivations_allowed: t.Union([t.Integer(), t.Null()]),
   entitlements: EntitlementsOut,
+  credits: PolicyCredits,
   metadata: t.Record(t.String(), t.Unknown()),
   keys: t.Integer({ description: 'Keys that reference it' }),
   created_at: Timestamp,
@@ -51,6 +53,7 @@ const settings = {
   release_after_seconds: t.Optional(ReleaseAfter),
   deactivations_allowed: t.Optional(DeactivationsAllowed),
   entitlements: t.Optional(Entitlements),
+  credits: t.Optional(PolicyCreditsIn),
   metadata: t.Optional(Metadata),
 }
 

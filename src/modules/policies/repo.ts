@@ -1,6 +1,7 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
+import type { RefillRule } from '../../core/credits'
 import type { Policy } from './model'
 
 type Row = Omit<Policy, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date }
@@ -9,7 +10,7 @@ const toPolicy = (r: Row): Policy => ({ ...r, created_at: iso(r.created_at)!, up
 
 const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, p.plan, p.activation_limit, p.duration, p.expiry_basis,
   p.one_key_per_device, p.grace_seconds,
-  p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.metadata,
+  p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.credits, p.metadata,
   (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
 
 /** The settings a policy gives its keys (what validate and the key object merge). */
@@ -28,16 +29,18 @@ export interface PolicySettings {
 
 export interface PolicyWrite extends PolicySettings {
   name: string
+  /** copied into each key created afterwards */
+  credits: { initial: number; refill: RefillRule | null } | null
   metadata: Record<string, unknown>
 }
 
 export async function insertPolicy(tx: Tx, p: PolicyWrite & { id: string; accountId: string; productId: string }): Promise<Policy> {
   await tx`insert into policies (id, account_id, product_id, name, plan, activation_limit, duration, expiry_basis, one_key_per_device,
-      grace_seconds, after_expiry, release_after_seconds, deactivations_allowed, entitlements, metadata)
+      grace_seconds, after_expiry, release_after_seconds, deactivations_allowed, entitlements, credits, metadata)
     values (${p.id}, ${p.accountId}, ${p.productId}, ${p.name}, ${p.plan}, ${p.activation_limit}, ${p.duration}, ${p.expiry_basis},
       ${p.one_key_per_device}, ${p.grace_seconds},
       ${p.after_expiry}, ${p.release_after_seconds}, ${p.deactivations_allowed}, ${tx.json(p.entitlements as JSONValue)},
-      ${tx.json(p.metadata as JSONValue)})`
+      ${p.credits ? tx.json(p.credits as unknown as JSONValue) : null}, ${tx.json(p.metadata as JSONValue)})`
   return (await findPolicy(tx, p.accountId, p.id))!
 }
 
@@ -52,7 +55,7 @@ export async function findPolicy(sql: Sql | Tx, accountId: string, id: string): 
  */
 export async function findPolicyWrite(tx: Tx, id: string): Promise<PolicyWrite | null> {
   const [row] = await tx<PolicyWrite[]>`select name, plan, activation_limit, duration, expiry_basis, one_key_per_device, grace_seconds,
-      after_expiry, release_after_seconds, deactivations_allowed, entitlements, metadata from policies where id = ${id}`
+      after_expiry, release_after_seconds, deactivations_allowed, entitlements, credits, metadata from policies where id = ${id}`
   return row ?? null
 }
 
@@ -77,7 +80,7 @@ export async function updatePolicy(tx: Tx, id: string, p: PolicyWrite): Promise<
       expiry_basis = ${p.expiry_basis}, one_key_per_device = ${p.one_key_per_device},
       grace_seconds = ${p.grace_seconds}, after_expiry = ${p.after_expiry}, release_after_seconds = ${p.release_after_seconds},
       deactivations_allowed = ${p.deactivations_allowed}, entitlements = ${tx.json(p.entitlements as JSONValue)},
-      metadata = ${tx.json(p.metadata as JSONValue)}, updated_at = now()
+      credits = ${p.credits ? tx.json(p.credits as unknown as JSONValue) : null}, metadata = ${tx.json(p.metadata as JSONValue)}, updated_at = now()
     where id = ${id}`
 }
 

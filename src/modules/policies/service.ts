@@ -11,6 +11,8 @@ import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import { byApiKey, emit } from '../events/outbox'
 import type { CreatePolicyBody, PatchPolicyBody, Policy } from './model'
+import { checkRefill } from '../keys/credits'
+import type { PolicyCreditsIn } from '../keys/credits-model'
 import * as repo from './repo'
 
 function checkDuration(field: string, text: string | null): string | null {
@@ -27,6 +29,10 @@ function checkPolicyEntitlements(field: string, value: unknown): Record<string, 
   throw new AppError('invalid_request', `${errors[0]!.field} ${errors[0]!.message}`, { errors })
 }
 
+function checkPolicyCredits(credits: PolicyCreditsIn): repo.PolicyWrite['credits'] {
+  return credits === null ? null : { initial: credits.initial, refill: checkRefill('body.credits.refill', credits.refill) }
+}
+
 export async function createPolicy(deps: Deps, who: Principal, input: CreatePolicyBody, record?: RecordCreated): Promise<Policy> {
   const write: repo.PolicyWrite = {
     name: input.name,
@@ -40,6 +46,7 @@ export async function createPolicy(deps: Deps, who: Principal, input: CreatePoli
     release_after_seconds: input.release_after_seconds ?? null,
     deactivations_allowed: input.deactivations_allowed ?? null,
     entitlements: input.entitlements === undefined ? {} : checkPolicyEntitlements('body.entitlements', input.entitlements),
+    credits: input.credits === undefined ? null : checkPolicyCredits(input.credits),
     metadata: input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata),
   }
   return deps.sql.begin(async (tx) => {
@@ -67,12 +74,14 @@ export async function listPolicies(deps: Deps, who: Principal, productId: string
 /**
  * Any field but product_id (equal is accepted, different is 400). Omitted fields keep their value;
  * `entitlements` and `metadata` replace the whole object. Nothing changed → the policy as is, no event,
- * no message. `duration` applies to keys created afterwards only (computed expiries do not move).
+ * no message. `duration` and `credits` apply to keys created afterwards only (computed expiries and
+ * balances do not move).
  */
 export async function patchPolicy(deps: Deps, who: Principal, id: string, input: PatchPolicyBody): Promise<Policy> {
   const duration = input.duration === undefined ? undefined : checkDuration('body.duration', input.duration)
   const entitlements = input.entitlements === undefined ? undefined : checkPolicyEntitlements('body.entitlements', input.entitlements)
   const metadata = input.metadata === undefined ? undefined : checkMetadata('body.metadata', input.metadata)
+  const credits = input.credits === undefined ? undefined : checkPolicyCredits(input.credits)
   const { policy, changed } = await deps.sql.begin(async (tx) => {
     const locked = isId('pol', id) ? await repo.lockPolicy(tx, who.accountId, id, 'update') : null
     if (!locked) throw notFound('policy', id)
@@ -93,6 +102,7 @@ export async function patchPolicy(deps: Deps, who: Principal, id: string, input:
       release_after_seconds: pick('release_after_seconds', input.release_after_seconds),
       deactivations_allowed: pick('deactivations_allowed', input.deactivations_allowed),
       entitlements: pick('entitlements', entitlements),
+      credits: pick('credits', credits),
       metadata: pick('metadata', metadata),
     }
     const changed = (Object.keys(next) as (keyof repo.PolicyWrite)[]).some((k) => !isDeepStrictEqual(next[k], current[k]))

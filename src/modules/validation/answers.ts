@@ -31,6 +31,8 @@ export const REFUSED: Record<Reason, ValidateAnswer> = {
   // never answered from here: its answer names the missing codes (service.ts `lacking`)
   entitlements_missing: sealed({ valid: false, reason: 'entitlements_missing', missing: [] }),
   activation_limit: sealed({ valid: false, reason: 'activation_limit' }),
+  // never answered from here: its answer carries the balance and the next refill (service.ts `exhausted`)
+  credits_exhausted: sealed({ valid: false, reason: 'credits_exhausted', credits_remaining: 0, refills_at: null }),
 }
 
 /** What a valid answer says about expiry and what the key unlocks. */
@@ -49,8 +51,11 @@ export const expiryRefused = (t: Terms, now: number) => t.expiresAt !== null && 
 
 type Valid = Extract<ValidateAnswer, { valid: true }>
 
-/** A valid answer built from `t` (a key just read from Postgres). */
-export function validAnswer(t: Terms, used: number, now: number): Valid {
+/**
+ * A valid answer built from `t` (a key just read from Postgres, or a metered key's: its balance moves
+ * with every answer). `credits`: the metered key's balance after this call, null when unmetered.
+ */
+export function validAnswer(t: Terms, used: number, now: number, credits: number | null = null): Valid {
   const { expiresAt } = t
   return {
     valid: true,
@@ -62,10 +67,11 @@ export function validAnswer(t: Terms, used: number, now: number): Valid {
     entitlements: t.entitlements,
     expired: expiresAt !== null && expiresAt <= now,
     grace_until: expiresAt === null || t.keep || t.graceMs === 0 ? null : new Date(expiresAt + t.graceMs).toISOString(),
+    credits_remaining: credits,
   }
 }
 
-/** A valid answer for a hot entry: the one it gave last when the count and the expired flag are the same. */
+/** An unmetered hot entry's valid answer: the one it gave last when the count and the expired flag are the same. */
 export function validAnswerOf(entry: Terms & { answer: object | null }, used: number, now: number): Valid {
   const last = entry.answer as Valid | null
   const expired = entry.expiresAt !== null && entry.expiresAt <= now

@@ -48,6 +48,8 @@ export interface KeyRow {
   own: OwnTerms | null
   /** the policy's one_key_per_device: a new device is decided in Postgres even when the key looks full */
   oneKeyPerDevice: boolean
+  /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credit-leases.ts) */
+  metered: boolean
 }
 
 /** What a key with a policy sets itself: an absent field is inherited. */
@@ -234,6 +236,7 @@ export class HotState extends ReadThroughCache<KeyState> {
       policyId: row.policyId === null ? null : this.intern(row.policyId),
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
+      metered: row.metered,
       mergedFrom: null,
       answer: null,
       loadedAt,

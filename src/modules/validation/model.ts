@@ -32,6 +32,13 @@ export const ValidateBody = t.Object({
       description: 'Entitlement codes the app needs (1..16): any code the key lacks → valid: false, reason entitlements_missing, nothing recorded',
     }),
   ),
+  cost: t.Optional(
+    t.Integer({
+      minimum: 0,
+      maximum: 1_000_000,
+      description: 'Metered keys: credits this call spends when valid (0..1,000,000, default 1; 0 checks without spending). Ignored for unmetered keys.',
+    }),
+  ),
 })
 export type ValidateBody = typeof ValidateBody.static
 
@@ -49,11 +56,16 @@ export const ValidAnswer = t.Object({
   grace_until: t.Union([t.String({ format: 'date-time' }), t.Null()], {
     description: 'When the grace after expires_at ends (expires_at + grace_seconds); null when there is none (no expiry, no grace, or kept)',
   }),
+  credits_remaining: t.Union([t.Integer(), t.Null()], {
+    description: "Metered key: its balance after this call's cost, as this node knows it (other nodes' spending shows within about 2 s); null = unmetered",
+  }),
 })
 export const InvalidAnswer = t.Object({
   valid: t.Literal(false),
   reason: OneOf(REFUSAL_REASONS),
   missing: t.Optional(t.Array(t.String(), { description: 'With entitlements_missing only: the required codes the key lacks, in request order' })),
+  credits_remaining: t.Optional(t.Integer({ description: 'With credits_exhausted only: the balance left (less than the cost asked)' })),
+  refills_at: t.Optional(t.Union([t.String({ format: 'date-time' }), t.Null()], { description: 'With credits_exhausted only: the next refill, or null when the key has no refill rule' })),
 })
 export const ValidateAnswer = t.Union([ValidAnswer, InvalidAnswer])
 export type ValidateAnswer = typeof ValidateAnswer.static

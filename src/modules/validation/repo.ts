@@ -16,6 +16,7 @@ type StateRow = {
   after_expiry: 'refuse' | 'keep' | null
   policy_id: string | null
   own_fields: string[]
+  metered: boolean
 }
 
 /** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
@@ -27,6 +28,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
   const [row] = await sql<StateRow[]>`select k.account_id, k.product_id,
       case when k.status = 'revoked' then 'revoked' when k.suspended_at is not null then 'suspended' else 'active' end as status,
       k.plan, k.expires_at, k.activation_limit, k.entitlements, k.grace_seconds, k.after_expiry, k.policy_id, k.own_fields,
+      k.credits_remaining is not null as metered,
       coalesce((select array_agg(a.device_fingerprint) from activations a
                 where a.key_id = k.id and a.status = 'active'), '{}') as devices
     from license_keys k where k.key_hash = ${keyHash}`
@@ -52,6 +54,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       policyId: row.policy_id,
       own,
       oneKeyPerDevice: false, // the policy's, merged in on use
+      metered: row.metered,
     }
   }
   const entitlements = mergeEntitlements(null, row.entitlements)
@@ -69,6 +72,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     policyId: null,
     own: null,
     oneKeyPerDevice: false,
+    metered: row.metered,
   }
 }
 

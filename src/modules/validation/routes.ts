@@ -26,8 +26,9 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           tags: ['Validation'],
           summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
           description:
-            'Decision, first match wins: not_found, revoked, expired, known device (valid), free slot (new activation, valid), ' +
-            'activation_limit. Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). ' +
+            'Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free slot (new activation), ' +
+            'activation_limit, then for a metered key credits_exhausted (balance below `cost`: nothing spent, no activation recorded), else valid ' +
+            '(a metered key spends `cost`, default 1). Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). ' +
             'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
           ...SIGNED,
         },

@@ -23,6 +23,7 @@ import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
+import { CreditLeases, type Spent, type SpentFrom } from './credit-leases'
 import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from './answers'
 
 /** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
@@ -56,6 +57,8 @@ export class ValidationEngine {
   readonly lastSeen: LastSeenWriter
   /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
   readonly outcomes: ValidationCounts
+  /** This node's leases of metered keys' credits (credit-leases.ts). */
+  readonly credits: CreditLeases
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
   /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
@@ -84,6 +87,7 @@ export class ValidationEngine {
     this.lastSeen = new LastSeenWriter(sql)
     this.outcomes = new ValidationCounts(sql)
     this.imported = new ImportedLookup(this.hot, sql, bus)
+    this.credits = new CreditLeases(sql, bus, deps.log)
     this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
   }
 
@@ -98,6 +102,26 @@ export class ValidationEngine {
     this.outcomes.record(accountId, productId, OUTCOME.entitlements_missing, now)
     validateOutcomes.entitlements_missing.inc()
     return { valid: false, reason: 'entitlements_missing', missing }
+  }
+
+  /** credits_exhausted: the balance left and the next refill, built per answer. */
+  private exhausted(accountId: string, productId: string, spent: Spent & { ok: false }, now: number): ValidateAnswer {
+    this.outcomes.record(accountId, productId, OUTCOME.credits_exhausted, now)
+    validateOutcomes.credits_exhausted.inc()
+    return { valid: false, reason: 'credits_exhausted', credits_remaining: spent.remaining, refills_at: spent.refillsAt }
+  }
+
+  /** A known device's valid answer for a metered key: its cost spent, or credits_exhausted. */
+  private metered(who: Principal, body: ValidateBody, hotKey: string, state: KeyState, now: number): ValidateAnswer | Promise<ValidateAnswer> {
+    const spent = this.credits.spend(hotKey, state.accountId, state.productId, body.cost ?? 1, now)
+    const answer = (s: Spent, at: number): ValidateAnswer => {
+      if (!s.ok) return this.exhausted(who.accountId, state.productId, s, at)
+      this.lastSeen.record(hotKey, body.device_fingerprint.toLowerCase(), body.app_version ?? null, at, body.device_name)
+      this.outcomes.record(who.accountId, state.productId, OUTCOME.valid, at)
+      validateOutcomes.valid.inc()
+      return validAnswer(state, deviceCount(state), at, s.remaining) // built per answer: the balance moves
+    }
+    return spent instanceof Promise ? spent.then((s) => answer(s, Date.now())) : answer(spent, now)
   }
 
   private limited(accountId: string, limit: number | null, now: number): AppError {
@@ -181,6 +205,7 @@ export class ValidationEngine {
     const fingerprint = body.device_fingerprint.toLowerCase()
     const appVersion = body.app_version ?? null
     if (hasDevice(state, fingerprint)) {
+      if (state.metered) return this.metered(who, body, hotKey, state, now)
       this.lastSeen.record(hotKey, fingerprint, appVersion, now, body.device_name)
       this.outcomes.record(account, state.productId, OUTCOME.valid, now)
       validateOutcomes.valid.inc()
@@ -189,7 +214,15 @@ export class ValidationEngine {
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
     if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.recordRefusal(account, state.productId, 'activation_limit', now)
-    return this.activate(who, hotKey, state, { fingerprint, appVersion, country: countryOf(country), name: body.device_name ?? null })
+    const device = { fingerprint, appVersion, country: countryOf(country), name: body.device_name ?? null }
+    if (!state.metered) return this.activate(who, hotKey, state, device, null)
+    // A metered key's new device: the cost is set aside first (credits_exhausted records no
+    // activation), and given back when the activation is refused after all.
+    const cost = body.cost ?? 1
+    const spent = this.credits.spend(hotKey, state.accountId, state.productId, cost, now)
+    const then = (s: Spent): ValidateAnswer | Promise<ValidateAnswer> =>
+      s.ok ? this.activate(who, hotKey, state, device, { cost, remaining: s.remaining, from: s.from }) : this.exhausted(account, state.productId, s, Date.now())
+    return spent instanceof Promise ? spent.then(then) : then(spent)
   }
 
   /**
@@ -210,9 +243,17 @@ export class ValidationEngine {
     hotKey: string,
     cached: KeyState,
     device: { fingerprint: string; appVersion: string | null; country: string | null; name: string | null },
+    credits: { cost: number; remaining: number | null; from?: SpentFrom } | null,
   ): Promise<ValidateAnswer> {
     const { fingerprint, appVersion } = device
-    const result = await claimSeat(this.deps, who.accountId, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
+    let result: Awaited<ReturnType<typeof claimSeat>>
+    try {
+      result = await claimSeat(this.deps, who.accountId, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
+    } catch (err) {
+      if (credits) this.credits.refund(credits.from, credits.cost)
+      throw err
+    }
+    if (credits && result.kind !== 'existing' && result.kind !== 'created') this.credits.refund(credits.from, credits.cost)
     switch (result.kind) {
       case 'not_found':
         this.hot.invalidate(hotKey) // memory was behind Postgres
@@ -253,7 +294,7 @@ export class ValidationEngine {
       keep: key.after_expiry === 'keep',
     }
     validateOutcomes.valid.inc()
-    return validAnswer(terms, result.activeCount, now)
+    return validAnswer(terms, result.activeCount, now, credits ? credits.remaining : null)
   }
 
   /**
@@ -306,6 +347,7 @@ export class ValidationEngine {
 
   close() {
     this.hot.close()
+    this.credits.close().catch(() => {})
     this.policies.close()
   }
 }

@@ -103,6 +103,10 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
     },
     { description: 'One event per import that created keys (never one per key; a dry run emits none)' },
   ),
+  'key.credits_updated': t.Composite([Key], { description: 'The key after POST /v1/keys/:id/credits (add, subtract or set): credits.remaining is the new balance' }),
+  'key.credits_exhausted': t.Composite([Key], {
+    description: 'A validate spent the key\'s last credits (credits.remaining 0): sent once, not again until the balance was above 0 in between (actor device)',
+  }),
 }
 
 export const Actor = t.Object(

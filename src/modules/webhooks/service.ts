@@ -127,6 +127,7 @@ function sampleKey(): Key {
     expiry_pending: false,
     external_id: null,
     overrides: {},
+    credits: null,
   }
 }
 

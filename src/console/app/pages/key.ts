@@ -9,6 +9,7 @@ import type { IssuedLicense } from '../../../modules/offline/model'
 import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
+import { KeyCredits } from '../credits'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
 /** Where a setting of a key with a policy comes from, for its field's hint. */
@@ -420,6 +421,7 @@ export function KeyPage({ id }: { id: string }) {
         <div><dt>Released by the holder</dt><dd>${k.deactivations_allowed === null ? `${k.deactivations_used} (no limit)` : `${k.deactivations_used} of ${k.deactivations_allowed} allowed`}</dd></div>
         <div><dt>Grace after expiry</dt><dd>${graceInWords(k.grace_seconds)}</dd></div>
         <div><dt>After expiry</dt><dd>${afterExpiryInWords(k.after_expiry)}</dd></div>
+        <div><dt>Credits</dt><dd>${k.credits ? `${k.credits.remaining.toLocaleString()} left` : 'Unmetered'}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${k.id}</dd></div>
       </dl>
     </section>
@@ -429,6 +431,7 @@ export function KeyPage({ id }: { id: string }) {
         ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
         : p ? html`<${Inheritance} k=${k} policy=${p} onDone=${key.reload} />` : html`<${Spinner} />`
       : null}
+    <${KeyCredits} k=${k} onDone=${key.reload} />
     <${Settings} k=${k} onDone=${key.reload} />
     ${k.policy_id && !p
       ? null

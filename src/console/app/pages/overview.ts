@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, get, withQuery } from '../api'
 import { DailyBars, HBars, StackedDailyBars, type Stack } from '../chart'
 import { html, LoadError, num, PageHead, Spinner, useLoad } from '../ui'
+import { CreditsChart } from '../credits'
 import type { ValidateOutcome } from '../../../core/outcomes'
 import type { CountryEntry, Overview as Figures, Range, TrendEntry, ValidationsEntry } from '../../../modules/analytics/model'
 import type { ProductList } from '../../../modules/products/model'
@@ -18,6 +19,7 @@ const DRAWN: Record<ValidateOutcome, { label: string; color: string }> = {
   suspended: { label: 'Suspended', color: '--c-suspended' },
   entitlements_missing: { label: 'Missing entitlement', color: '--c-entitlements' },
   device_already_used: { label: 'Device used another key', color: '--c-device-used' },
+  credits_exhausted: { label: 'Credits exhausted', color: '--c-credits' },
   revoked: { label: 'Revoked', color: '--c-revoked' },
   not_found: { label: 'Unknown key', color: '--c-unknown' },
   rate_limited: { label: 'Over daily limit', color: '--c-rate' },
@@ -91,15 +93,6 @@ export function Overview() {
         </div>
       </div>
       <div class="grid-2 charts">
-        <section class="panel" aria-labelledby="act-h">
-          <h2 id="act-h">Activations per day</h2>
-          ${trend.error
-            ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
-            : trend.data
-              ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />
-                  <p class="muted small">${num(trend.data.reduce((s, d) => s + d.activations, 0))} new devices in ${days} days (UTC days).</p>`
-              : html`<${Spinner} />`}
-        </section>
         <section class="panel" aria-labelledby="val-h">
           <h2 id="val-h">Validations by outcome</h2>
           ${outcomes.error
@@ -109,6 +102,19 @@ export function Overview() {
                     label="Validations by outcome"
                     days=${outcomes.data}
                     stacks=${product ? OUTCOMES.filter((s) => !NO_PRODUCT.has(s.key)) : OUTCOMES} />`
+              : html`<${Spinner} />`}
+        </section>
+        <section class="panel" aria-labelledby="cred-h">
+          <h2 id="cred-h">Credits consumed per day</h2>
+          <${CreditsChart} productId=${product || undefined} range=${range} />
+        </section>
+        <section class="panel" aria-labelledby="act-h">
+          <h2 id="act-h">Activations per day</h2>
+          ${trend.error
+            ? html`<${LoadError} problem=${trend.error} what="read analytics" />`
+            : trend.data
+              ? html`<${DailyBars} label="Activations" days=${trend.data.map((d) => ({ date: d.date, value: d.activations }))} />
+                  <p class="muted small">${num(trend.data.reduce((s, d) => s + d.activations, 0))} new devices in ${days} days (UTC days).</p>`
               : html`<${Spinner} />`}
         </section>
       </div>

@@ -5,6 +5,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, del, get, patch, post, withQuery, type FieldError } from '../api'
 import { parsePeriod } from '../../../core/durations'
 import { Entitlements } from '../entitlements'
+import { PolicyCredits } from '../credits'
 import {
   afterExpiryInWords,
   checks,
@@ -364,6 +365,7 @@ export function PolicyPage({ id }: { id: string }) {
         <div><dt>Inactive devices</dt><dd>${releaseInWords(p.release_after_seconds)}</dd></div>
         <div><dt>Released by the holder</dt><dd>${limitInWords(p.deactivations_allowed)}</dd></div>
         <div><dt>One key per device</dt><dd>${p.one_key_per_device ? 'Yes' : 'No'}</dd></div>
+        <div><dt>Credits</dt><dd>${p.credits ? `${num(p.credits.initial)} to start` : 'Unmetered'}</dd></div>
         <div><dt>Keys</dt><dd>${num(p.keys)}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${p.id}</dd></div>
       </dl>
@@ -374,6 +376,7 @@ export function PolicyPage({ id }: { id: string }) {
       The term (and when it starts) applies only to keys created afterwards: existing expiries do not move.
     </div>
     <${PolicyForm} policy=${p} onDone=${pol.reload} />
+    <${PolicyCredits} p=${p} onDone=${pol.reload} />
     <${Entitlements} noun="policy" own=${p.entitlements} inherited=${null}
       save=${(next: Record<string, unknown>) => patch(apiPath`/v1/policies/${p.id}`, { entitlements: next })} onSaved=${pol.reload} />
     <${GovernedKeys} policy=${p} />
