@@ -183,6 +183,83 @@ describe('import', () => {
     expect((await eventsOf(h, accountId, 'keys.imported')).map((e) => e.data.count)).toEqual([1, 1])
   })
 
+  test('credits: as on POST /v1/keys (a policy\'s when the row gives none), bad ones by line and field, an export\'s refills_at honoured', async () => {
+    const { accountId, token, product } = await setup()
+    const policy = await h.call('POST', '/v1/policies', {
+      token, body: { product_id: product.id, name: 'Metered', credits: { initial: 50, refill: { amount: 20, interval: 'month', day_of_month: 15, mode: 'add' } } },
+    })
+    expect(policy.status).toBe(201)
+    const day = 86_400_000
+    const lastMidnight = new Date(Math.floor(Date.now() / day) * day)
+    const bad = [
+      { key: 'credits-bad-01', product_id: product.id, credits: { remaining: -1 } },
+      { key: 'credits-bad-02', product_id: product.id, credits: { remaining: 5, refill: { amount: 0, interval: 'day' } } },
+      { key: 'credits-bad-03', product_id: product.id, credits: { remaining: 5, refill: { amount: 1, interval: 'day', day_of_month: 3 } } },
+      { key: 'credits-bad-04', product_id: product.id, credits: 'lots' },
+      { key: 'credits-bad-05', product_id: product.id, credits: { remaining: 1, bonus: 2 } },
+      { key: 'credits-bad-06', product_id: product.id, credits: { remaining: 1, refill: { amount: 1, interval: 'week' } } },
+      { key: 'credits-bad-07', product_id: product.id, credits: { remaining: 1, refill: { amount: 1, interval: 'month', day_of_month: 32 } } },
+      { key: 'credits-bad-08', product_id: product.id, credits: { remaining: 1_000_000_000_001 } },
+    ]
+    const good = [
+      { key: 'credits-own-01', product_id: product.id, credits: { remaining: 7, refill: { amount: 10, interval: 'day' } } },
+      { key: 'credits-policy-01', policy_id: policy.body.id },
+      { key: 'credits-policy-02', policy_id: policy.body.id, credits: null },
+      { key: 'credits-none-01', product_id: product.id },
+      // as an export writes them: the refill due at a past refills_at is applied, a future one is still to come
+      { key: 'credits-past-01', product_id: product.id, credits: { remaining: 2, refill: { amount: 10, interval: 'day', day_of_month: null, mode: 'top_up' }, refills_at: lastMidnight.toISOString() } },
+      { key: 'credits-next-01', product_id: product.id, credits: { remaining: 2, refill: { amount: 10, interval: 'day', day_of_month: null, mode: 'top_up' }, refills_at: new Date(lastMidnight.getTime() + day).toISOString() } },
+    ]
+    const expected = [
+      { field: 'credits.remaining', message: 'must be an integer 0..1000000000000' },
+      { field: 'credits.refill.amount', message: 'must be an integer 1..1000000000000' },
+      { field: 'credits.refill.day_of_month', message: 'is only for interval month' },
+      { field: 'credits', message: 'must be null or {remaining, refill?}' },
+      { field: 'credits.bonus', message: 'is not a field of credits' },
+      { field: 'credits.refill.interval', message: 'must be one of: day, month' },
+      { field: 'credits.refill.day_of_month', message: 'must be an integer 1..31' },
+      { field: 'credits.remaining', message: 'must be an integer 0..1000000000000' },
+    ].map((e, i) => ({ line: good.length + i + 1, external_id: null, errors: [e] }))
+    for (const query of ['?dry_run=true', '']) {
+      const refused = await importJson(token, [...good, ...bad], query)
+      expectProblem(refused, 422, 'import_invalid')
+      expect(refused.body.rows).toEqual(expected)
+    }
+    expect(await keyCount(accountId)).toBe(0)
+    expect((await importJson(token, good, '?dry_run=true')).body).toEqual({ dry_run: true, would_create: good.length, would_skip: 0 })
+    expect(await keyCount(accountId)).toBe(0)
+
+    const res = await importJson(token, good)
+    expect(res.status).toBe(201)
+    const credits = await Promise.all(res.body.keys.map(async (k: any) => (await h.call('GET', `/v1/keys/${k.id}`, { token })).body.credits))
+    expect(credits[0]).toMatchObject({ remaining: 7, refill: { amount: 10, interval: 'day', day_of_month: null, mode: 'top_up' } })
+    expect(Date.parse(credits[0].refills_at)).toBeGreaterThan(Date.now())
+    expect(credits[1]).toMatchObject({ remaining: 50, refill: { amount: 20, interval: 'month', day_of_month: 15, mode: 'add' } })
+    expect(credits.slice(2, 4)).toEqual([null, null])
+    expect(credits[4].remaining).toBe(10)
+    expect(credits[5].remaining).toBe(2)
+    // they spend as created keys do
+    expect((await validate(token, 'credits-own-01')).body).toMatchObject({ valid: true, credits_remaining: 6 })
+    const spent = await h.call('POST', '/v1/validate', { token, body: { key: 'credits-policy-01', device_fingerprint: fingerprint(), cost: 50 } })
+    expect(spent.body).toMatchObject({ valid: true, credits_remaining: 0 })
+    expect((await validate(token, 'credits-policy-01')).body).toMatchObject({ valid: false, reason: 'credits_exhausted' })
+    expect((await validate(token, 'credits-none-01')).body).toMatchObject({ valid: true, credits_remaining: null })
+
+    // CSV: the cell holds JSON; a bad one is a bad row by line and field
+    const csv = [
+      'key,product_id,credits',
+      `credits-csv-01,${product.id},"{""remaining"":3,""refill"":{""amount"":5,""interval"":""month""}}"`,
+      `credits-csv-02,${product.id},"{""remaining"":""3""}"`,
+    ].join('\n')
+    const csvBad = await importText(token, 'text/csv', csv)
+    expectProblem(csvBad, 422, 'import_invalid')
+    expect(csvBad.body.rows).toEqual([{ line: 3, external_id: null, errors: [{ field: 'credits.remaining', message: 'must be an integer 0..1000000000000' }] }])
+    const csvOk = await importText(token, 'text/csv', csv.split('\n').slice(0, 2).join('\n'))
+    expect(csvOk.status).toBe(201)
+    const fromCsv = (await h.call('GET', `/v1/keys/${csvOk.body.keys[0].id}`, { token })).body.credits
+    expect(fromCsv).toMatchObject({ remaining: 3, refill: { amount: 5, interval: 'month', day_of_month: 1, mode: 'top_up' } })
+  })
+
   test('Idempotency-Key replays the first answer', async () => {
     const { accountId, token, product } = await setup()
     const rows = [{ key: 'idem-value-01', product_id: product.id }]

@@ -16,10 +16,10 @@ export const CSV_COLUMNS = [
   'id', 'external_id', 'key_hash', 'key_sha256', 'key_prefix', 'product_id', 'product_slug', 'policy_id', 'plan', 'status',
   'activation_limit', 'activations_used', 'expires_at', 'created_at', 'revoked_at', 'revoke_reason', 'suspended_at', 'suspend_reason',
   'suspended_until', 'release_after_seconds', 'deactivations_allowed', 'deactivations_used', 'grace_seconds', 'after_expiry',
-  'expiry_pending', 'metadata', 'entitlements', 'overrides',
+  'expiry_pending', 'metadata', 'entitlements', 'credits', 'overrides',
 ] as const
 
-const JSON_CELLS = new Set(['metadata', 'entitlements', 'overrides'])
+const JSON_CELLS = new Set(['metadata', 'entitlements', 'credits', 'overrides'])
 
 function rowOf(e: ExportedKey): Record<string, unknown> {
   const { key } = e
@@ -33,6 +33,8 @@ function csvCells(e: ExportedKey): unknown[] {
   const row = rowOf(e)
   return CSV_COLUMNS.map((c) => {
     const v = row[c]
+    // an empty cell imports as "none given" (a policy's credits would apply): an unmetered key says null
+    if (c === 'credits') return JSON.stringify(v ?? null)
     if (v === undefined || v === null) return ''
     return JSON_CELLS.has(c) ? JSON.stringify(v) : v
   })

@@ -2,6 +2,7 @@
 // rows written in three statements whatever their number (keys, activations, hash-only values), each
 // one JSON parameter unpacked by Postgres (a multi-row VALUES would run out of parameters at 10,000 rows).
 import type { JSONValue } from 'postgres'
+import type { RefillRule } from '../../core/credits'
 import type { Tx } from '../../infra/db'
 import type { Catalog, CatalogPolicy } from './import-rows'
 
@@ -9,7 +10,7 @@ export async function loadCatalog(tx: Tx, accountId: string): Promise<Catalog> {
   // `for share`: a concurrent product or policy delete waits for this import, then sees its keys
   const products = await tx<{ id: string; slug: string }[]>`select id, slug from products where account_id = ${accountId} for share`
   const policies = await tx<(CatalogPolicy & { id: string })[]>`select id, product_id, activation_limit, release_after_seconds, duration,
-      expiry_basis from policies where account_id = ${accountId} for share`
+      expiry_basis, credits from policies where account_id = ${accountId} for share`
   return {
     productIds: new Set(products.map((p) => p.id)),
     productBySlug: new Map(products.map((p) => [p.slug, p.id])),
@@ -67,6 +68,11 @@ export interface KeyInsert {
   own_fields: string[]
   created_at: string
   pending_duration: string | null
+  /** null = unmetered */
+  credits_remaining: number | null
+  credits_refill: RefillRule | null
+  /** the refill period counts from here (null when unmetered) */
+  credits_since: string | null
 }
 
 export interface ActivationInsert {
@@ -85,15 +91,18 @@ export async function insertKeys(tx: Tx, keys: KeyInsert[]): Promise<void> {
   if (keys.length === 0) return
   await tx`insert into license_keys (id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, updated_at, pending_duration)
+      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, updated_at, pending_duration,
+      credits_remaining, credits_refill, credits_since)
     select id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, now(), pending_duration
+      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, now(), pending_duration,
+      credits_remaining, credits_refill, credits_since
     from jsonb_to_recordset(${tx.json(keys as unknown as JSONValue)}) as r(id text, account_id text, product_id text, key_hash text,
       portable_hash text, key_prefix text, external_id text, plan text, activation_limit integer, expires_at timestamptz, status text,
       revoked_at timestamptz, revoke_reason text, suspended_at timestamptz, suspend_reason text, suspended_until timestamptz,
       metadata jsonb, release_after_seconds integer, deactivations_allowed integer, entitlements jsonb, grace_seconds integer,
-      after_expiry text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text)`
+      after_expiry text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text, credits_remaining bigint,
+      credits_refill jsonb, credits_since timestamptz)`
 }
 
 export async function insertActivations(tx: Tx, rows: ActivationInsert[]): Promise<void> {

@@ -124,6 +124,9 @@ export async function importKeys(
         const id = newId('key')
         const policy = r.policyId === null ? undefined : catalog.policies.get(r.policyId)
         const createdAt = r.createdAt ?? now
+        // the row's own credits (null = unmetered), else its policy's, as on create; the refill period
+        // counts from the import (an export's balance already has the refills due before it)
+        const credits = r.credits !== undefined ? r.credits : policy?.credits ? { remaining: policy.credits.initial, refill: policy.credits.refill, since: null } : null
         const { expiresAt, pending } = expiryOf(r, policy?.duration ?? null, policy?.expiry_basis ?? 'creation', createdAt)
         keys.push({
           id,
@@ -152,6 +155,9 @@ export async function importKeys(
           own_fields: r.ownFields,
           created_at: createdAt.toISOString(),
           pending_duration: pending,
+          credits_remaining: credits?.remaining ?? null,
+          credits_refill: credits?.refill ?? null,
+          credits_since: credits ? (credits.since ?? now).toISOString() : null,
         })
         const releaseAfter = r.policyId === null || r.ownFields.includes('release_after_seconds') ? r.releaseAfterSeconds : (policy?.release_after_seconds ?? null)
         for (const a of r.activations) {
