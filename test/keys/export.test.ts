@@ -109,11 +109,20 @@ describe('export', () => {
       },
     })
     expect(imported.status).toBe(201)
+    // a metered key with a refill rule, part spent
+    const metered = await newKey(h.call, token, product.id, {
+      plan: 'metered', credits: { remaining: 40, refill: { amount: 100, interval: 'month', day_of_month: 3, mode: 'add' } },
+    })
+    expect((await h.call('POST', '/v1/validate', { token, body: { key: metered.key_value, device_fingerprint: d1, cost: 5 } })).body).toMatchObject({ valid: true, credits_remaining: 35 })
+    await h.node.deps.validation.credits.flush()
+    const meteredCredits = (await h.call('GET', `/v1/keys/${metered.id}`, { token })).body.credits
+    expect(meteredCredits).toMatchObject({ remaining: 35, refill: { amount: 100, interval: 'month', day_of_month: 3, mode: 'add' } })
 
     const ndjson = (await h.call('GET', '/v1/keys/export', { token })).body as string
     expect(typeof ndjson).toBe('string')
     const csv = (await h.call('GET', '/v1/keys/export?format=csv', { token })).body as string
-    expect(lines(ndjson)).toHaveLength(5)
+    expect(lines(ndjson)).toHaveLength(6)
+    expect(lines(ndjson).find((r) => r.id === metered.id).credits).toEqual(meteredCredits)
 
     fresh = await startHarness()
     const there = await fresh.account()
@@ -121,7 +130,7 @@ describe('export', () => {
     const res = await fresh.call('POST', '/v1/keys/import', { token: there.token, raw: ndjson, headers: { 'content-type': 'application/x-ndjson' } })
     expect(res.body.rows).toBeUndefined()
     expect(res.status).toBe(201)
-    expect(res.body.created).toBe(5)
+    expect(res.body.created).toBe(6)
 
     // the devices came along: each holds its slot (no new activation), a third device finds the key full
     expect((await validate(fresh.call, there.token, native.key_value.toLowerCase(), d1)).body).toMatchObject({ valid: true, plan: 'pro', activations_used: 2 })
@@ -133,7 +142,12 @@ describe('export', () => {
     expect((await validate(fresh.call, there.token, 'expired-value-9', fingerprint())).body).toEqual({ valid: false, reason: 'expired' })
     const list = (await fresh.call('GET', '/v1/keys?page_size=100', { token: there.token })).body.data
     expect(list.find((k: any) => k.external_id === 'old-1')).toMatchObject({ activations_used: 1 })
-    expect(list.find((k: any) => k.plan === 'pro')).toMatchObject({ metadata: { customer: 'c1' }, activations_used: 2 })
+    expect(list.find((k: any) => k.plan === 'pro')).toMatchObject({ metadata: { customer: 'c1' }, activations_used: 2, credits: null })
+    // the metered key keeps its balance and refill rule, and validate spends from it
+    const meteredThere = list.find((k: any) => k.plan === 'metered')
+    expect((await fresh.call('GET', `/v1/keys/${meteredThere.id}`, { token: there.token })).body.credits).toEqual(meteredCredits)
+    const spend = await fresh.call('POST', '/v1/validate', { token: there.token, body: { key: metered.key_value, device_fingerprint: d1, cost: 5 } })
+    expect(spend.body).toMatchObject({ valid: true, credits_remaining: 30 })
     // running it again skips what has an external_id; the rest are now existing values
     expect((await fresh.call('POST', '/v1/keys/import?dry_run=true', { token: there.token, raw: ndjson, headers: { 'content-type': 'application/x-ndjson' } })).status).toBe(422)
 
@@ -142,7 +156,10 @@ describe('export', () => {
     await newProduct(fresh.call, second.token, product.slug)
     const fromCsv = await fresh.call('POST', '/v1/keys/import', { token: second.token, raw: csv, headers: { 'content-type': 'text/csv' } })
     expect(fromCsv.body.rows).toBeUndefined()
-    expect(fromCsv.body.created).toBe(5)
+    expect(fromCsv.body.created).toBe(6)
+    const csvKeys = (await fresh.call('GET', '/v1/keys?page_size=100', { token: second.token })).body.data
+    expect(csvKeys.find((k: any) => k.plan === 'metered').credits).toEqual(meteredCredits)
+    expect(csvKeys.filter((k: any) => k.credits === null)).toHaveLength(5)
     expect((await validate(fresh.call, second.token, native.key_value, fingerprint())).body).toMatchObject({ valid: true, plan: 'pro', activations_used: 1 })
     expect((await validate(fresh.call, second.token, legacy, fingerprint())).body.valid).toBe(true)
   })
