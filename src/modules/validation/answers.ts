@@ -73,9 +73,9 @@ export function validAnswer(t: Terms, used: number, now: number, credits: number
 
 /** An unmetered hot entry's valid answer: the one it gave last when the count and the expired flag are the same. */
 export function validAnswerOf(entry: Terms & { answer: object | null }, used: number, now: number): Valid {
-  const last = entry.answer as Valid | null
+  const last = entry.answer as Valid | null | undefined // undefined: a row read without the hot state (bench baseline (b))
   const expired = entry.expiresAt !== null && entry.expiresAt <= now
-  if (last !== null && last.activations_used === used && last.expired === expired) return last
+  if (last != null && last.activations_used === used && last.expired === expired) return last
   const answer = sealed(validAnswer(entry, used, now))
   entry.answer = answer
   return answer
