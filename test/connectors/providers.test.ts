@@ -66,12 +66,12 @@ describe('Paddle', () => {
     const s = await connectorSetup(h, 'paddle', ['pri_once', 'pri_monthly'])
     expect((await paddle(s, 'transaction.completed', paddleTxn('txn_1', 'pri_once', 2, null, null))).outcome).toBe('processed')
     const [once] = await keyIds(s)
-    expect(await getKey(s, once!)).toMatchObject({ activation_limit: 4, expires_at: null, metadata: { provider: 'paddle', transaction: 'txn_1', customer_email: 'paddle-buyer@example.com' } })
+    expect(await getKey(s, once!)).toMatchObject({ activation_limit: 4, expires_at: null, external_id: 'paddle:txn:txn_1', metadata: { provider: 'paddle', transaction: 'txn_1', customer_email: 'paddle-buyer@example.com' } })
 
     const end1 = Date.now() + 30 * DAY
     expect((await paddle(s, 'transaction.completed', paddleTxn('txn_2', 'pri_monthly', 1, 'sub_1', end1))).outcome).toBe('processed')
     const sub = (await keyIds(s))[1]!
-    expect((await getKey(s, sub)).expires_at).toBe(iso(end1))
+    expect(await getKey(s, sub)).toMatchObject({ expires_at: iso(end1), external_id: 'paddle:sub:sub_1' })
     expect((await paddle(s, 'subscription.past_due', paddleSub('sub_1', 'past_due', end1))).outcome).toBe('ignored')
     const end2 = Date.now() + 60 * DAY
     await paddle(s, 'transaction.completed', paddleTxn('txn_3', 'pri_monthly', 1, 'sub_1', end2))
@@ -132,7 +132,7 @@ describe('Lemon Squeezy', () => {
     const s = await connectorSetup(h, 'lemonsqueezy', ['11', '22'])
     expect((await lemon(s, 'order_created', 'orders', '100', order(11, 3))).outcome).toBe('processed')
     const [once] = await keyIds(s)
-    expect(await getKey(s, once!)).toMatchObject({ activation_limit: 6, metadata: { provider: 'lemonsqueezy', order: '100', customer_email: 'ls-buyer@example.com' } })
+    expect(await getKey(s, once!)).toMatchObject({ activation_limit: 6, external_id: 'lemonsqueezy:order:100', metadata: { provider: 'lemonsqueezy', order: '100', customer_email: 'ls-buyer@example.com' } })
 
     // a subscription's first order and its subscription_created: one key, expiring at renews_at
     const renews1 = Date.now() + 30 * DAY

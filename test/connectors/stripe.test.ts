@@ -78,7 +78,7 @@ describe('Stripe', () => {
     expect(answer.outcome).toBe('processed')
     const [id] = await keyIds(s)
     const key = await getKey(s, id!)
-    expect(key).toMatchObject({ policy_id: s.policies[0].id, activation_limit: 6, status: 'active', expires_at: null })
+    expect(key).toMatchObject({ policy_id: s.policies[0].id, activation_limit: 6, status: 'active', expires_at: null, external_id: 'stripe:cs:cs_test_1' })
     expect(key.metadata).toEqual({
       provider: 'stripe',
       price: 'price_once',
@@ -107,7 +107,7 @@ describe('Stripe', () => {
     const end1 = unix(Date.now() + 30 * DAY)
     expect((await send(s, 'invoice.paid', invoice('sub_1', 'price_monthly', end1, 'in_1'))).outcome).toBe('processed')
     const [id] = await keyIds(s)
-    expect(await getKey(s, id!)).toMatchObject({ expires_at: new Date(end1 * 1000).toISOString(), grace_seconds: 3 * 86_400, status: 'active' })
+    expect(await getKey(s, id!)).toMatchObject({ expires_at: new Date(end1 * 1000).toISOString(), grace_seconds: 3 * 86_400, status: 'active', external_id: 'stripe:sub:sub_1' })
     // invoice.payment_succeeded for the same invoice: nothing new
     expect((await send(s, 'invoice.payment_succeeded', invoice('sub_1', 'price_monthly', end1, 'in_1'))).outcome).toBe('ignored')
 

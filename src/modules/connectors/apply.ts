@@ -90,6 +90,8 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
   let mailed = 0
   for (const { line, policyId, limit } of mapped) {
     const metadata: Record<string, unknown> = { provider: ctx.connector.provider, price: line.price, ...intent.ids }
+    const ref = intent.refs[0]
+    const externalId = ref === undefined ? null : await freeExternalId(tx, ctx.accountId, `${ctx.connector.provider}:${ref}${mapped.length > 1 ? `:${line.price}` : ''}`)
     if (intent.email) metadata.customer_email = intent.email
     const expiresAt = intent.kind === 'subscription' ? intent.periodEnd : null
     const { key, keyValue, keyHash } = await createKeyIn(
@@ -97,7 +99,7 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
       ctx.accountId,
       { policy_id: policyId, ...(line.quantity > 1 ? { activation_limit: limit } : {}) },
       actor,
-      { expiresAt, metadata, entitlements: {} },
+      { expiresAt, metadata, entitlements: {}, externalId },
     )
     await repo.linkKey(tx, ctx.connector.id, intent.refs, key.id)
     keyIds.push(key.id)
@@ -113,6 +115,18 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
     parts.push(!ctx.mailEnabled ? 'mail is off on this server (no SMTP_URL)' : mailed > 0 ? `emailed to ${intent.email}` : 'no buyer email in the payload')
   }
   return done(parts.join('; '), keyIds, hashes)
+}
+
+/**
+ * The key's external_id: the provider and its first object id (the order, checkout session or
+ * subscription), with the price when one payment makes several keys. Null when another key of the
+ * account holds it already (an import of the same sale, say) or it is over 200 characters: the ids
+ * are in the key's metadata either way.
+ */
+async function freeExternalId(tx: Tx, accountId: string, id: string): Promise<string | null> {
+  if (id.length > 200) return null
+  const [taken] = await tx`select 1 from license_keys where account_id = ${accountId} and external_id = ${id}`
+  return taken ? null : id
 }
 
 /** The period end as the key's expiry; a key suspended for a pause is reinstated (never a dispute). */

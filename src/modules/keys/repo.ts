@@ -130,16 +130,19 @@ export async function insertKey(
     pendingDuration: string | null
     /** null = unmetered; the refill period counts from createdAt */
     credits: { remaining: number; refill: RefillRule | null } | null
+    /** its id in another system (a payment connector's provider ids); unique in the account */
+    externalId?: string | null
   },
 ): Promise<Key> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata,
       release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at,
-      pending_duration, credits_remaining, credits_refill, credits_since)
+      pending_duration, credits_remaining, credits_refill, credits_since, external_id)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
             ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed},
             ${tx.json(k.entitlements as JSONValue)}, ${k.graceSeconds}, ${k.afterExpiry}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
             ${k.pendingDuration}, ${k.credits?.remaining ?? null},
-            ${k.credits?.refill ? tx.json(k.credits.refill as unknown as JSONValue) : null}, ${k.credits ? k.createdAt : null})`
+            ${k.credits?.refill ? tx.json(k.credits.refill as unknown as JSONValue) : null}, ${k.credits ? k.createdAt : null},
+            ${k.externalId ?? null})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 

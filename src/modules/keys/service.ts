@@ -63,9 +63,9 @@ export async function createKeyIn(
   accountId: string,
   input: CreateKeyBody,
   actor: Actor,
-  checked: { expiresAt: Date | null; metadata: Record<string, unknown>; entitlements: Record<string, unknown> },
+  checked: { expiresAt: Date | null; metadata: Record<string, unknown>; entitlements: Record<string, unknown>; externalId?: string | null },
 ): Promise<{ key: Key; keyValue: string; keyHash: string }> {
-  const { expiresAt, metadata, entitlements } = checked
+  const { expiresAt, metadata, entitlements, externalId } = checked
   const policyId = input.policy_id ?? null
   const keyValue = newKeyValue()
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
@@ -116,6 +116,7 @@ export async function createKeyIn(
       createdAt,
       pendingDuration: pending ? policy!.duration : null,
       credits: initialCredits(input.credits, policy),
+      externalId,
     })
     await emit(tx, who.accountId, 'key.created', key, actor)
     return { key, keyValue, keyHash }
