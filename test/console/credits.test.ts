@@ -110,3 +110,27 @@ test('a policy\'s credits: what keys created from it afterwards start with; the 
   await c.shoot('overview-credits')
   expect(c.errors).toEqual([])
 })
+
+test('a new policy made metered in its creation form: its keys start with the credits and refill', async () => {
+  const { page } = c
+  await page.goto(`${h.node.url}/console#/policies`)
+  await page.getByRole('button', { name: 'New policy' }).click()
+  await page.getByLabel('Name', { exact: true }).fill('Metered daily')
+  await page.getByLabel('Metered keys').check()
+  await page.getByLabel('Credits a new key starts with').fill('-5')
+  await page.getByRole('button', { name: 'Create policy' }).click()
+  // the browser's own check, under its field; nothing was created
+  await page.locator('#new-pol-credits-initial-error').waitFor()
+  await c.shoot('policy-new-credits')
+  expect((await api('GET', `/v1/policies?product_id=${product.id}`)).data.map((p: { name: string }) => p.name)).not.toContain('Metered daily')
+  await page.getByLabel('Credits a new key starts with').fill('500')
+  await page.getByLabel('Refill', { exact: true }).selectOption('day')
+  await page.getByLabel('Refill amount').fill('500')
+  await page.getByRole('button', { name: 'Create policy' }).click()
+  await page.getByRole('heading', { name: 'Metered daily' }).waitFor()
+  const id = page.url().split('/').pop()!
+  expect((await api('GET', `/v1/policies/${id}`)).credits).toEqual({ initial: 500, refill: { amount: 500, interval: 'day', day_of_month: null, mode: 'top_up' } })
+  await page.getByRole('form', { name: 'Credits' }).getByText('Each new key starts with 500 credits. Topped up to 500 every day').waitFor()
+  expect((await api('POST', '/v1/keys', { policy_id: id })).credits).toMatchObject({ remaining: 500, refill: { amount: 500, interval: 'day' } })
+  expect(c.errors.filter((e) => !/status of 4\d\d/.test(e))).toEqual([])
+})

@@ -160,17 +160,37 @@ export function KeyCredits({ k, onDone }: { k: KeyDetail; onDone: () => void }) 
   </section>`
 }
 
-/** The policy page's credits: what each key created from it afterwards starts with. */
-export function PolicyCredits({ p, onDone }: { p: Policy; onDone: () => void }) {
-  const c = p.credits
+/** The fields of a policy's credits that the API may name in a problem. */
+export const POLICY_CREDIT_FIELDS = ['credits.initial', 'credits.refill.amount', 'credits.refill.day_of_month']
+
+/**
+ * A policy's credits as a draft (metered or not, the balance a new key starts with, the refill rule):
+ * the policy page's Credits form and the New policy form share it. `onEdit` runs on every change.
+ */
+export function usePolicyCredits(c: Policy['credits'] | null, onEdit: () => void = () => {}) {
   const [metered, setMetered] = useState(c !== null)
   const [initial, setInitial] = useState(String(c?.initial ?? 1000))
   const [refill, setRefill] = useState<RefillDraft>(draftOf((c?.refill as Refill | null) ?? null))
+  /** The API's `credits` (null: unmetered); a wrong value is a field error. */
+  const value = () => (metered ? { initial: wholeCredits(initial, 'body.credits.initial'), refill: refillOf(refill, 'body.credits.refill') } : null)
+  const fields = (id: string, problem: unknown) => html`
+    <label class="check"><input type="checkbox" id=${id + '-metered'} checked=${metered} onChange=${(e: Event) => { onEdit(); setMetered((e.target as HTMLInputElement).checked) }} /> Metered keys</label>
+    ${metered
+      ? html`<${Field} label="Credits a new key starts with" id=${id + '-initial'} name="credits.initial" problem=${problem}>
+          <input id=${id + '-initial'} type="number" inputmode="numeric" min="0" value=${initial} onInput=${(e: Event) => { onEdit(); setInitial((e.target as HTMLInputElement).value) }} />
+        </${Field}>
+        <${RefillFields} id=${id + '-refill'} value=${refill} onChange=${(v: RefillDraft) => { onEdit(); setRefill(v) }} problem=${problem} />`
+      : null}`
+  return { value, fields }
+}
+
+/** The policy page's credits: what each key created from it afterwards starts with. */
+export function PolicyCredits({ p, onDone }: { p: Policy; onDone: () => void }) {
+  const c = p.credits
   const [saved, setSaved] = useState(false)
+  const credits = usePolicyCredits(c, () => setSaved(false))
   const { busy, problem, submit } = useSubmit(
-    () => patch<Policy>(apiPath`/v1/policies/${p.id}`, {
-      credits: metered ? { initial: wholeCredits(initial, 'body.credits.initial'), refill: refillOf(refill, 'body.credits.refill') } : null,
-    }),
+    () => patch<Policy>(apiPath`/v1/policies/${p.id}`, { credits: credits.value() }),
     () => {
       setSaved(true)
       onDone()
@@ -179,14 +199,8 @@ export function PolicyCredits({ p, onDone }: { p: Policy; onDone: () => void }) 
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby="pcredits-h" novalidate>
     <h2 id="pcredits-h">Credits</h2>
     <p class="muted small">${`${c ? `Each new key starts with ${num(c.initial)} credits. ${refillInWords(c.refill as Refill | null)}.` : 'Keys of this policy are unmetered.'} Applies to keys created afterwards: existing balances do not move.`}</p>
-    <label class="check"><input type="checkbox" checked=${metered} onChange=${(e: Event) => { setSaved(false); setMetered((e.target as HTMLInputElement).checked) }} /> Metered keys</label>
-    ${metered
-      ? html`<${Field} label="Credits a new key starts with" id="pc-initial" name="credits.initial" problem=${problem}>
-          <input id="pc-initial" type="number" inputmode="numeric" min="0" value=${initial} onInput=${(e: Event) => { setSaved(false); setInitial((e.target as HTMLInputElement).value) }} />
-        </${Field}>
-        <${RefillFields} id="pc-refill" value=${refill} onChange=${(v: RefillDraft) => { setSaved(false); setRefill(v) }} problem=${problem} />`
-      : null}
-    <${FormProblem} problem=${problem} fields=${['credits.initial', 'credits.refill.amount', 'credits.refill.day_of_month']} />
+    ${credits.fields('pc', problem)}
+    <${FormProblem} problem=${problem} fields=${POLICY_CREDIT_FIELDS} />
     ${saved && !busy ? html`<p class="ok" role="status">Saved: keys created from now on get these credits.</p>` : null}
     <div class="form-actions"><button class="btn primary" type="submit" disabled=${busy}>Save credits</button></div>
   </form>`

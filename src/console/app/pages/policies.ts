@@ -5,7 +5,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, del, get, patch, post, withQuery, type FieldError } from '../api'
 import { parsePeriod } from '../../../core/durations'
 import { Entitlements } from '../entitlements'
-import { PolicyCredits } from '../credits'
+import { POLICY_CREDIT_FIELDS, PolicyCredits, usePolicyCredits } from '../credits'
 import {
   afterExpiryInWords,
   checks,
@@ -85,6 +85,8 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
   const [oneKey, setOneKey] = useState(policy?.one_key_per_device ?? false)
   const [meta, setMeta] = useState(metaText(policy?.metadata))
   const [saved, setSaved] = useState(false)
+  // New policies only: an existing policy's credits have their own form on its page (PolicyCredits).
+  const credits = usePolicyCredits(null, () => setSaved(false))
 
   /** Every field as the API takes it, checked here first; `errors` lists what the browser refuses. */
   const read = () => {
@@ -140,7 +142,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
     async () => {
       const { errors } = read()
       if (errors.length) invalid(errors)
-      if (!policy) return post<Policy>(apiPath`/v1/policies`, { product_id: product, ...changes() })
+      if (!policy) return post<Policy>(apiPath`/v1/policies`, { product_id: product, ...changes(), credits: credits.value() })
       const c = changes()
       return Object.keys(c).length ? patch<Policy>(apiPath`/v1/policies/${policy.id}`, c) : policy
     },
@@ -157,7 +159,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
   const pending = policy ? Object.keys(changes()) : []
   const now = pending.filter((k) => (INHERITED as readonly string[]).includes(k))
   const later = pending.filter((k) => (FOR_NEW_KEYS as readonly string[]).includes(k))
-  const fields = ['product_id', 'name', 'plan', 'activation_limit', 'duration', 'expiry_basis', 'grace_seconds', 'after_expiry', 'release_after_seconds', 'deactivations_allowed', 'one_key_per_device', 'metadata']
+  const fields = ['product_id', 'name', 'plan', 'activation_limit', 'duration', 'expiry_basis', 'grace_seconds', 'after_expiry', 'release_after_seconds', 'deactivations_allowed', 'one_key_per_device', 'metadata', ...(policy ? [] : POLICY_CREDIT_FIELDS)]
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby=${id + '-h'} novalidate>
     <h2 id=${id + '-h'}>${policy ? 'Settings' : 'New policy'}</h2>
     <div class="form-grid pairs">
@@ -210,6 +212,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
     <${Field} label="Metadata (JSON object)" id=${id + '-meta'} name="metadata" problem=${problem} hint="Replaces the whole object. Empty: {}.">
       <textarea id=${id + '-meta'} class="mono" rows="3" placeholder='{"tier": "pro"}' value=${meta} onInput=${edit(setMeta)}></textarea>
     </${Field}>
+    ${policy ? null : credits.fields(id + '-credits', problem)}
     ${policy && pending.length
       ? html`<div class="panel notice impact" role="status" aria-label="What this edit changes">
           <strong>What saving changes</strong>
