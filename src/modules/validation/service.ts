@@ -6,7 +6,7 @@
 import type { Deps } from '../../deps'
 import { AppError } from '../../core/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
-import { hashKeyValue, IMPORTED_VALUE_RE, normalizeKeyValue, portableKeyHash } from '../../infra/crypto'
+import { portableKeyHash } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
 import { TokenBuckets } from '../../infra/token-buckets'
@@ -151,17 +151,11 @@ export class ValidationEngine {
   private decide(who: Principal, body: ValidateBody, country: string | null, now: number): ValidateAnswer | Promise<ValidateAnswer> {
     let hotKey = this.keyValues.get(body.key)
     if (hotKey === undefined) {
-      const canonical = normalizeKeyValue(body.key)
-      if (canonical !== null) {
-        hotKey = hashKeyValue(canonical, 'base64')
-        this.keyValues.set(body.key, hotKey)
-      } else {
-        // not in Keyward's format: only an imported key can have it, exactly as typed (trimmed). Not
-        // remembered: a guess that cannot be a Keyward key costs no memory.
-        const exact = body.key.trim()
-        if (!IMPORTED_VALUE_RE.test(exact)) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
-        hotKey = hashKeyValue(exact, 'base64')
-      }
+      // Keyward's format in its forgiving form, else an imported value exactly as typed (trimmed).
+      const portable = portableKeyHash(body.key, 'base64')
+      if (portable === null) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
+      hotKey = portable
+      this.keyValues.set(body.key, hotKey)
     }
     const state = this.hot.get(hotKey, now)
     if (state instanceof Promise) return state.then((s) => this.withPolicy(who, body, country, hotKey, s, Date.now()))
