@@ -1,6 +1,7 @@
 import type { JSONValue } from 'postgres'
-import type { RefillRule } from '../../core/credits'
+import { applyRefills, MAX_CREDITS, type RefillRule } from '../../core/credits'
 import type { Sql, Tx } from '../../infra/db'
+import type { Credits } from './credits-model'
 
 /** A lease row counts while its node keeps writing it (every FLUSH_INTERVAL_MS); older, its node is gone. */
 export const LIVE_LEASE = '15 seconds'
@@ -60,4 +61,31 @@ export async function replaceCredits(tx: Tx, id: string, c: { remaining: number;
       credits_exhausted = ${c?.remaining === 0}, updated_at = now()
     where id = ${id}`
   await tx`delete from credit_leases where key_id = ${id}`
+}
+
+/** The stored columns of a key's credits. */
+export interface CreditsColumns {
+  credits_remaining: number | string | null
+  credits_refill: RefillRule | null
+  credits_since: Date | null
+  credits_debt: number | string
+  /** unspent credits the live nodes hold in leases */
+  credits_leased: number | string
+}
+
+/**
+ * What a key shows: the record with the refills due by now (not written: the next write applies
+ * them), plus what nodes hold unspent, less a subtract's debt not yet paid by their returns.
+ */
+export function creditsView(c: CreditsColumns, now = Date.now()): Credits {
+  if (c.credits_remaining === null) return null
+  const leased = Number(c.credits_leased)
+  const record = Number(c.credits_remaining)
+  const refilled = applyRefills(record, c.credits_refill, c.credits_since?.getTime() ?? now, now, leased)
+  const remaining = Math.max(0, Math.min(MAX_CREDITS, (refilled?.remaining ?? record) + leased - Number(c.credits_debt)))
+  return {
+    remaining,
+    refill: c.credits_refill,
+    refills_at: refilled ? new Date(refilled.refillsAt).toISOString() : null,
+  }
 }

@@ -8,7 +8,7 @@ import type { Deps } from '../../deps'
 import type { Tx } from '../../infra/db'
 import { isId } from '../../infra/crypto'
 import { byApiKey, emit } from '../events/outbox'
-import type { CreditsBody, CreditsIn, Credits, RefillIn } from './credits-model'
+import type { CreditsBody, CreditsIn, RefillIn } from './credits-model'
 import type { Key } from './model'
 import * as creditsRepo from './credits-repo'
 import * as repo from './repo'
@@ -22,33 +22,6 @@ export function checkRefill(field: string, refill: RefillIn | null | undefined):
     interval: refill.interval,
     day_of_month: refill.interval === 'month' ? (refill.day_of_month ?? 1) : (null as unknown as number),
     mode: refill.mode ?? 'top_up',
-  }
-}
-
-/** The stored columns of a key's credits. */
-export interface CreditsColumns {
-  credits_remaining: number | string | null
-  credits_refill: RefillRule | null
-  credits_since: Date | null
-  credits_debt: number | string
-  /** unspent credits the live nodes hold in leases */
-  credits_leased: number | string
-}
-
-/**
- * What a key shows: the record with the refills due by now (not written: the next write applies
- * them), plus what nodes hold unspent, less a subtract's debt not yet paid by their returns.
- */
-export function creditsView(c: CreditsColumns, now = Date.now()): Credits {
-  if (c.credits_remaining === null) return null
-  const leased = Number(c.credits_leased)
-  const record = Number(c.credits_remaining)
-  const refilled = applyRefills(record, c.credits_refill, c.credits_since?.getTime() ?? now, now, leased)
-  const remaining = Math.max(0, Math.min(MAX_CREDITS, (refilled?.remaining ?? record) + leased - Number(c.credits_debt)))
-  return {
-    remaining,
-    refill: c.credits_refill,
-    refills_at: refilled ? new Date(refilled.refillsAt).toISOString() : null,
   }
 }
 
