@@ -50,6 +50,8 @@ export class NatsBus implements Bus {
   private trust: TrustLease
   private waits: PublishWaits
   private barriers!: Barriers
+  /** Ids of the changes applied lately, so the numbered copy of one is not applied again. */
+  private applied = new RecentIds(4096)
 
   private constructor(private opts: NatsBusOptions) {
     this.trustWindowMs = opts.trustWindowMs ?? 2000
@@ -140,7 +142,12 @@ export class NatsBus implements Bus {
 
   private onInvalidation(env: Envelope) {
     received.inc()
-    this.deliver(env.msg)
+    // A numbered change comes twice, early without its number and then with it (publish-wait.ts): it
+    // is applied once, and each copy is acked (the writer may have missed either ack).
+    if (!this.applied.has(env.id)) {
+      this.deliver(env.msg)
+      if (numbered(env.msg)) this.applied.add(env.id)
+    }
     if (env.seq !== null) this.trust.received(env.seq)
     if (numbered(env.msg)) this.transport.send(`ack.${env.from}`, { id: env.id, from: this.nodeId })
   }
@@ -195,5 +202,18 @@ export class NatsBus implements Bus {
     await this.transport.close()
     this.setState('down')
     this.handlers.clear()
+  }
+}
+
+/** A set of the last `size` ids added (older ones are forgotten, oldest first). */
+class RecentIds {
+  private ids = new Set<string>()
+  constructor(private readonly size: number) {}
+  has(id: string): boolean {
+    return this.ids.has(id)
+  }
+  add(id: string) {
+    this.ids.add(id)
+    if (this.ids.size > this.size) this.ids.delete(this.ids.values().next().value!)
   }
 }

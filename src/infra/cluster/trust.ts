@@ -59,10 +59,18 @@ export class TrustLease {
     this.renewing = true
     try {
       const s = performance.now()
-      const upTo = await withTimeout(beat(this.opts.sql, this.opts.nodeId, this.watermark), this.opts.trustWindowMs)
+      const before = this.watermark // every number up to it was handed out before this renewal began
+      const upTo = await withTimeout(beat(this.opts.sql, this.opts.nodeId, before), this.opts.trustWindowMs)
       this.prune()
       this.pending.push({ v: upTo, s })
       if (this.pending.length > 16) this.pending.shift()
+      if (upTo < before) {
+        // The sequence is behind what this node had received: Postgres crashed before flushing numbers it
+        // had handed out (cluster-nodes.ts `announce`), and may hand them out again. Numbers this node
+        // counts as in could then be changes it never got: drop memory and count from the sequence.
+        this.rewind(upTo)
+        this.opts.resync('sequence_rewound', upTo)
+      }
       this.settle()
       const now = Date.now()
       if (this.watermark >= upTo) this.gap = null
@@ -97,6 +105,14 @@ export class TrustLease {
     if (upTo !== null) this.watermark = Math.max(this.watermark, upTo)
     this.gap = null
     this.prune()
+  }
+
+  /** The sequence went back to `upTo`: forget every number above it (they may be handed out again). */
+  private rewind(upTo: number) {
+    this.watermark = upTo
+    this.seen.clear()
+    this.gap = null
+    for (const r of this.pending) if (r.v > upTo) r.v = upTo
   }
 
   /** Grants the lease for every renewal whose sequence value is now covered. */
