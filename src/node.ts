@@ -137,7 +137,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await deps.counters.close()
         await deps.bus.close()
         if (!options.db) await db.close()
-        deps.accessLog.flush() // the validate route's batched access-log lines, then pino's buffer
+        await deps.accessLog.drain() // the validate route's batched access-log lines, then pino's buffer
         log.flush?.()
       })()
       return stopping

@@ -11,6 +11,8 @@ export interface BenchKey {
   body: string
   keyValue: string
   fingerprint: string
+  /** the node's valid answer for that key and device, as JSON */
+  answer: string
 }
 
 export async function prepareBenchKey(url: string): Promise<BenchKey> {
@@ -30,5 +32,5 @@ export async function prepareBenchKey(url: string): Promise<BenchKey> {
   const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
   const first = await call('POST', '/v1/validate', token, JSON.parse(body))
   if (first.valid !== true) throw new Error(`bench key does not validate: ${JSON.stringify(first)}`)
-  return { token, body, keyValue: key.key_value as string, fingerprint }
+  return { token, body, keyValue: key.key_value as string, fingerprint, answer: JSON.stringify(first) }
 }

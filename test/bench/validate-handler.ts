@@ -18,7 +18,7 @@ import { fastValidate } from '../../src/modules/validation/fast-path'
 import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
-import { mapHandler } from './validate-roles'
+import { mapHandler, strictHandler } from './validate-roles'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60)
@@ -37,9 +37,10 @@ const config = loadConfig({
 })
 const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
 try {
-  const { token, body, keyValue, fingerprint } = await prepareBenchKey(node.url)
+  const { token, body, keyValue, fingerprint, answer } = await prepareBenchKey(node.url)
   const full = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
   const baseline = mapHandler(keyValue, fingerprint)
+  const strict = strictHandler(keyValue, fingerprint, answer)
   const headers = { host: '127.0.0.1', 'content-type': 'application/json', authorization: `Bearer ${token}`, 'content-length': String(body.length) }
   const signedHeaders = { ...headers, 'keyward-nonce': 'bench-nonce-0123456789abcdef_XYZ' }
   const requests = (h: Record<string, string>) =>
@@ -49,6 +50,7 @@ try {
     ['(a) Bun.serve handler: JSON + Map', baseline, headers],
     ['Keyward fast path (full stack)', full, headers],
     ['the same, signed (Keyward-Nonce)', full, signedHeaders],
+    ['(s) strict minimal endpoint', strict, headers],
   ]
   const cpuNs = handlers.map(() => [] as number[])
   for (let round = 0; round < ROUNDS + 1; round++) {
@@ -71,9 +73,10 @@ try {
     console.log(`  ${name.padEnd(40)} ${m.toFixed(0).padStart(6)} ns${i > 0 ? `   handler: ${(m - none).toFixed(0).padStart(5)} ns` : ''}`)
   }
   // Paired within each round (slices a few ms apart), so the VM's drifting speed cancels out.
-  const [, a, f, s] = cpuNs
+  const [, a, f, s, strictNs] = cpuNs
   console.log(`  the stack's own work over (a): ${median(f.map((x, i) => x - a[i])).toFixed(0)} ns per call ` +
     `(full / (a) per call: ${median(f.map((x, i) => x / a[i])).toFixed(2)}x)`)
+  console.log(`  the stack's own work over (s) strict minimal: ${median(f.map((x, i) => x - strictNs![i]!)).toFixed(0)} ns per call`)
   console.log(`  a signed answer over an unsigned one: ${median(s.map((x, i) => x - f[i])).toFixed(0)} ns per call`)
 } finally {
   await node.stop()

@@ -2,6 +2,9 @@
 //   map             baseline (a): Bun.serve, the same JSON body, the answer from a Map
 //   map-contract    reference (a′): (a) plus what the contract obliges of every answer: it reads the
 //                   Authorization header and sends X-Request-Id (nothing is checked or generated)
+//   strict          the strict minimal endpoint (issue 26): reads Authorization, JSON.parse of the body,
+//                   one Map.get by the key string (no hashing), the node's own valid answer as JSON
+//                   with X-Request-Id: the least any validate endpoint can do
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
 //   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
@@ -23,6 +26,7 @@ export async function startHeavyRoles(role: string) {
   if (role === 'map') return mapBaseline(false)
   if (role === 'map-contract') return mapBaseline(true)
   if (role === 'map-signed') return mapBaseline(true, true)
+  if (role === 'strict') return strictBaseline()
   if (role === 'pg') return pgBaseline()
   if (role === 'node-per-query') return perQueryNode()
   if (role === 'memory') return memoryFigure()
@@ -81,6 +85,34 @@ function mapBaseline(contract: boolean, signing = false) {
     routes: {
       '/healthz': new Response('ok'),
       '/v1/validate': { POST: validate },
+    },
+  })
+}
+
+/**
+ * The strict minimal endpoint's handler: reads Authorization, JSON.parse of the body, one Map.get by the
+ * key string as sent (no hashing), and the node's own valid answer (`answer`, its JSON) as JSON with an
+ * X-Request-Id.
+ */
+export function strictHandler(keyValue: string, fingerprint: string, answer: string): (req: Request) => Promise<Response> {
+  const answers = new Map<string, { devices: string[]; answer: object }>([[keyValue, { devices: [fingerprint], answer: JSON.parse(answer) }]])
+  let n = 0
+  return async (req) => {
+    if (req.headers.get('authorization') === null) return new Response('unauthorized', { status: 401 })
+    const body = JSON.parse(await req.text()) as { key: string; device_fingerprint: string }
+    const k = answers.get(body.key)
+    if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
+    return Response.json(k.answer, { headers: { 'x-request-id': `req_${n++}` } })
+  }
+}
+
+function strictBaseline() {
+  Bun.serve({
+    port: Number(env.BENCH_PORT),
+    hostname: '127.0.0.1',
+    routes: {
+      '/healthz': new Response('ok'),
+      '/v1/validate': { POST: strictHandler(env.BENCH_KEY!, env.BENCH_FP!, env.BENCH_ANSWER!) },
     },
   })
 }

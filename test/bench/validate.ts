@@ -174,13 +174,14 @@ async function main() {
       ...(db.url ? { DATABASE_URL: db.url } : {}),
     })
     const startProcess = async (args: string[], port: number, extra: Record<string, string> = {}) => {
-      const child = spawn(['bun', ...args], { env: env({ ...nodeEnv(port), ...extra }), stdout: 'ignore', stderr: 'inherit' })
+      // stdout (the access log) to a file, as deployed
+      const child = spawn(['bun', ...args], { env: env({ ...nodeEnv(port), ...extra }), stdout: Bun.file(join(dataDir, `stdout-${port}.log`)), stderr: 'inherit' })
       children.push(child)
       await waitFor(`http://127.0.0.1:${port}/healthz`)
       return { url: `http://127.0.0.1:${port}`, pid: child.pid }
     }
 
-    // The full stack: a real node process, as `bun run start` runs it (access log to /dev/null).
+    // The full stack: a real node process, as `bun run start` runs it (access log to a file).
     const node = await startProcess([join(ROOT, 'src/main.ts')], await freePort())
     const bench = await prepareBenchKey(node.url)
     // Baseline (b): the same node code with its hot key state taken out, so each validate reads the
@@ -193,6 +194,14 @@ async function main() {
     // Reference (a′): (a) that also reads Authorization and sends X-Request-Id, as every answer must.
     const contractPort = await freePort()
     const contractServer = await startProcess([import.meta.path, 'map-contract'], contractPort, { BENCH_PORT: String(contractPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
+    // The strict minimal endpoint (no hashing, the key string looked up as sent): the issue-26 baseline.
+    const strictPort = await freePort()
+    const strictServer = await startProcess([import.meta.path, 'strict'], strictPort, {
+      BENCH_PORT: String(strictPort),
+      BENCH_KEY: bench.keyValue,
+      BENCH_FP: bench.fingerprint,
+      BENCH_ANSWER: bench.answer,
+    })
     // For reference: a minimal Bun.serve doing the check as one query (no auth cache, quota or logs).
     const rawPort = await freePort()
     const rawServer = await startProcess([import.meta.path, 'pg'], rawPort, {
@@ -208,6 +217,7 @@ async function main() {
       { name: '(a) Bun.serve + JSON + Map', url: `${mapServer.url}/v1/validate`, pid: mapServer.pid, auth: bench },
       { name: 'Keyward full stack (POST /v1/validate)', url: `${node.url}/v1/validate`, pid: node.pid, auth: bench },
       { name: '(b) same stack, one Postgres query per call', url: `${perQueryNode.url}/v1/validate`, pid: perQueryNode.pid, auth: perQuery },
+      { name: '(s) strict minimal endpoint', url: `${strictServer.url}/v1/validate`, pid: strictServer.pid, auth: bench },
       { name: '    full stack via the Elysia route', url: `${node.url}/v1/validate/`, pid: node.pid, auth: bench },
       { name: '    bare Bun.serve + one query (reference)', url: `${rawServer.url}/v1/validate`, pid: rawServer.pid, auth: bench },
       { name: '    (a′) = (a) + reads Authorization, sends X-Request-Id', url: `${contractServer.url}/v1/validate`, pid: contractServer.pid, auth: bench },
@@ -226,8 +236,11 @@ async function main() {
     }
     console.log('')
     const [a, full, b] = servers.map((s, i) => summary(s.name, runs[i]))
-    const [aRuns, fullRuns, bRuns, elysiaRuns, rawRuns, contractRuns] = runs
+    const [aRuns, fullRuns, bRuns, strictRuns, elysiaRuns, rawRuns, contractRuns] = runs
     console.log('')
+    ratio('full stack / (s) strict minimal', fullRuns, strictRuns, '(target >= 0.90x)')
+    const p99s = fullRuns.map((m, i) => m.p99 / strictRuns[i].p99)
+    console.log(`p99 full stack / p99 (s) = ${median(p99s).toFixed(2)}x   (rounds ${Math.min(...p99s).toFixed(2)}–${Math.max(...p99s).toFixed(2)})   (target <= 1.25x)`)
     ratio('full stack / (a)', fullRuns, aRuns, '(target >= 0.85x)')
     ratio('full stack / (b)', fullRuns, bRuns, '(target >= 4x)')
     ratio('(a) / (b)', aRuns, bRuns, '(the most any stack in front of the Map could reach against (b))')
