@@ -51,6 +51,18 @@ test('a batched access-log line is the line pino writes itself', async () => {
   expect([second.status, second.ms, second.request_id]).toEqual([429, 3.5, 'req_hand2'])
 })
 
+test('the duration is printed as JSON prints it (whole numbers, one or two decimals, large values)', async () => {
+  const file = join(mkdtempSync(join(tmpdir(), 'keyward-access-log-')), 'log.jsonl')
+  const log = createLogger('info', file)
+  await opened(log)
+  const access = new AccessLog(log)
+  const values = [0, 0.01, 0.1, 0.12, 1, 2.5, 9.99, 10, 100.05, 1234.5, 60000, 123456.78]
+  values.forEach((ms, i) => access.write('POST', '/v1/validate', 200, ms, `req_${i}`))
+  await access.drain()
+  const text = readFileSync(file, 'utf8')
+  values.forEach((ms, i) => expect(text).toContain(`"ms":${JSON.stringify(ms)},"request_id":"req_${i}"}`))
+})
+
 test('nothing is written below the info level', async () => {
   const file = join(mkdtempSync(join(tmpdir(), 'keyward-access-log-')), 'log.jsonl')
   const log = createLogger('warn', file)
