@@ -5,13 +5,15 @@
 //   strict          the strict minimal endpoint (issue 26): reads Authorization, JSON.parse of the body,
 //                   one Map.get by the key string (no hashing), the node's own valid answer as JSON
 //                   with X-Request-Id: the least any validate endpoint can do
+//   strict-cors     reference (s′): (s) whose answers also carry the two CORS headers the contract puts
+//                   on every answer of a client route (Access-Control-Allow-Origin, -Expose-Headers)
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
 //   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
 //   map-signed      (a′), and with a Keyward-Nonce one Ed25519 signature over the answer, as the node
 //                   signs (signed-validate.ts: the most signing can keep of the unsigned throughput)
 import { generateKeyPairSync, hash, randomBytes } from 'node:crypto'
-import { NONCE_HEADER, requestDigestOf, SIGNATURE_HEADER, signatureOf } from '../../src/http/client-answers'
+import { CORS_HEADERS, NONCE_HEADER, requestDigestOf, SIGNATURE_HEADER, signatureOf } from '../../src/http/client-answers'
 import { loadConfig } from '../../src/config'
 import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
@@ -26,7 +28,8 @@ export async function startHeavyRoles(role: string) {
   if (role === 'map') return mapBaseline(false)
   if (role === 'map-contract') return mapBaseline(true)
   if (role === 'map-signed') return mapBaseline(true, true)
-  if (role === 'strict') return strictBaseline()
+  if (role === 'strict') return strictBaseline(false)
+  if (role === 'strict-cors') return strictBaseline(true)
   if (role === 'pg') return pgBaseline()
   if (role === 'node-per-query') return perQueryNode()
   if (role === 'memory') return memoryFigure()
@@ -94,7 +97,7 @@ function mapBaseline(contract: boolean, signing = false) {
  * key string as sent (no hashing), and the node's own valid answer (`answer`, its JSON) as JSON with an
  * X-Request-Id.
  */
-export function strictHandler(keyValue: string, fingerprint: string, answer: string): (req: Request) => Promise<Response> {
+export function strictHandler(keyValue: string, fingerprint: string, answer: string, cors = false): (req: Request) => Promise<Response> {
   const answers = new Map<string, { devices: string[]; answer: object }>([[keyValue, { devices: [fingerprint], answer: JSON.parse(answer) }]])
   let n = 0
   return async (req) => {
@@ -102,17 +105,17 @@ export function strictHandler(keyValue: string, fingerprint: string, answer: str
     const body = JSON.parse(await req.text()) as { key: string; device_fingerprint: string }
     const k = answers.get(body.key)
     if (!k || !k.devices.includes(body.device_fingerprint)) return Response.json({ valid: false, reason: 'not_found' })
-    return Response.json(k.answer, { headers: { 'x-request-id': `req_${n++}` } })
+    return Response.json(k.answer, { headers: cors ? { ...CORS_HEADERS, 'x-request-id': `req_${n++}` } : { 'x-request-id': `req_${n++}` } })
   }
 }
 
-function strictBaseline() {
+function strictBaseline(cors: boolean) {
   Bun.serve({
     port: Number(env.BENCH_PORT),
     hostname: '127.0.0.1',
     routes: {
       '/healthz': new Response('ok'),
-      '/v1/validate': { POST: strictHandler(env.BENCH_KEY!, env.BENCH_FP!, env.BENCH_ANSWER!) },
+      '/v1/validate': { POST: strictHandler(env.BENCH_KEY!, env.BENCH_FP!, env.BENCH_ANSWER!, cors) },
     },
   })
 }

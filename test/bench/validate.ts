@@ -202,6 +202,14 @@ async function main() {
       BENCH_FP: bench.fingerprint,
       BENCH_ANSWER: bench.answer,
     })
+    // Reference (s′): (s) with the two CORS headers the contract puts on every client-route answer.
+    const strictCorsPort = await freePort()
+    const strictCorsServer = await startProcess([import.meta.path, 'strict-cors'], strictCorsPort, {
+      BENCH_PORT: String(strictCorsPort),
+      BENCH_KEY: bench.keyValue,
+      BENCH_FP: bench.fingerprint,
+      BENCH_ANSWER: bench.answer,
+    })
     // For reference: a minimal Bun.serve doing the check as one query (no auth cache, quota or logs).
     const rawPort = await freePort()
     const rawServer = await startProcess([import.meta.path, 'pg'], rawPort, {
@@ -221,6 +229,7 @@ async function main() {
       { name: '    full stack via the Elysia route', url: `${node.url}/v1/validate/`, pid: node.pid, auth: bench },
       { name: '    bare Bun.serve + one query (reference)', url: `${rawServer.url}/v1/validate`, pid: rawServer.pid, auth: bench },
       { name: '    (a′) = (a) + reads Authorization, sends X-Request-Id', url: `${contractServer.url}/v1/validate`, pid: contractServer.pid, auth: bench },
+      { name: '    (s′) = (s) + the contract\'s CORS headers on the answer', url: `${strictCorsServer.url}/v1/validate`, pid: strictCorsServer.pid, auth: bench },
     ]
     const run = useWrk ? wrk : fetchLoad
     for (const s of servers) await run(s.url, s.auth.token, s.auth.body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
@@ -235,12 +244,16 @@ async function main() {
       console.log(`round ${round + 1}/${ROUNDS}: ${line.join(' | ')} req/s`)
     }
     console.log('')
-    const [a, full, b] = servers.map((s, i) => summary(s.name, runs[i]))
-    const [aRuns, fullRuns, bRuns, strictRuns, elysiaRuns, rawRuns, contractRuns] = runs
+    const [a, full, b, strict, , , , strictCors] = servers.map((s, i) => summary(s.name, runs[i]))
+    const [aRuns, fullRuns, bRuns, strictRuns, elysiaRuns, rawRuns, contractRuns, strictCorsRuns] = runs
     console.log('')
     ratio('full stack / (s) strict minimal', fullRuns, strictRuns, '(target >= 0.90x)')
     const p99s = fullRuns.map((m, i) => m.p99 / strictRuns[i].p99)
     console.log(`p99 full stack / p99 (s) = ${median(p99s).toFixed(2)}x   (rounds ${Math.min(...p99s).toFixed(2)}–${Math.max(...p99s).toFixed(2)})   (target <= 1.25x)`)
+    ratio('(s′) / (s)', strictCorsRuns, strictRuns, '(what the two CORS headers every client-route answer carries cost in Bun)')
+    ratio('full stack / (s′) strict + CORS headers', fullRuns, strictCorsRuns, '')
+    const p99sCors = fullRuns.map((m, i) => m.p99 / strictCorsRuns[i].p99)
+    console.log(`p99 full stack / p99 (s′) = ${median(p99sCors).toFixed(2)}x   (rounds ${Math.min(...p99sCors).toFixed(2)}–${Math.max(...p99sCors).toFixed(2)})`)
     ratio('full stack / (a)', fullRuns, aRuns, '(target >= 0.85x)')
     ratio('full stack / (b)', fullRuns, bRuns, '(target >= 4x)')
     ratio('(a) / (b)', aRuns, bRuns, '(the most any stack in front of the Map could reach against (b))')
@@ -251,6 +264,10 @@ async function main() {
     if (a.cpuUs && full.cpuUs) {
       console.log(`server CPU per request (medians): (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs, ` +
         `(b) ${b.cpuUs?.toFixed(1)} µs (the stack's own work: ${(full.cpuUs - a.cpuUs).toFixed(1)} µs/req over (a))`)
+      if (strict?.cpuUs && strictCors?.cpuUs) {
+        console.log(`server CPU per request (medians): (s) ${strict.cpuUs.toFixed(1)} µs, (s′) ${strictCors.cpuUs.toFixed(1)} µs, ` +
+          `full stack ${full.cpuUs.toFixed(1)} µs (over (s′): ${(full.cpuUs - strictCors.cpuUs).toFixed(1)} µs/req)`)
+      }
     }
     for (const c of children) c.kill()
     await Promise.all(children.map((c) => c.exited))
