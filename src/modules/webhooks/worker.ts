@@ -17,6 +17,13 @@ export interface WorkerOptions {
 
 const DEFAULT_CONCURRENCY = 64
 const DEFAULT_POLL_MS = 1_000
+/** Claimed-ahead backlog: this long of work at the current rate (see `ahead`), at most MAX_AHEAD jobs. */
+const AHEAD_MS = 50
+const MAX_AHEAD = 1_000
+const RATE_WINDOW_MS = 100
+/** Rows per claim statement, and claim statements in flight, at most. */
+const MAX_CLAIM = 500
+const MAX_CLAIMS = 2
 /** Local retry timers only for short delays; longer ones are found by the poll. */
 const MAX_TIMER_MS = 60_000
 
@@ -87,15 +94,19 @@ export class DeliveryWorker {
   private readonly leaseMs: number
   /** A claimed job starts within this long of its claim, or not at all: its lease must outlast the attempt (up to the timeout) with 10 s to spare. */
   private readonly startBy: number
-  /** Claimed jobs waiting for a slot (at most one more round of the slots, so they start within seconds). */
+  /** Claimed jobs waiting for a slot (see `ahead`). */
   private ready: Claimed[] = []
   /** Deliveries being sent (the concurrency slots). */
   private inFlight = new Set<string>()
   /** Every job until its attempt is logged (what shutdown waits for). */
   private tasks = new Set<Promise<void>>()
-  private pumping: Promise<void> | null = null
-  /** Set when there may be due work not yet claimed. */
+  /** Claim statements in flight, and the rows they asked for (room they take until they are back). */
+  private claims = new Set<Promise<void>>()
+  private asked = 0
+  /** Set when there may be due work not yet claimed: a wake-up. */
   private dirty = false
+  /** Set while claims come back full: more is due than was claimed. */
+  private backlog = false
   private stopped = false
   private readonly abort = new AbortController()
   private timers = new Set<Timer>()
@@ -133,39 +144,64 @@ export class DeliveryWorker {
   }
 
   /**
-   * Claimed but unfinished jobs are kept to two rounds of the slots: the next batch is claimed while the
-   * current one is being sent, so the slots never wait for a claim's round trip under load.
+   * How many jobs to keep claimed beyond the slots: the next batch is claimed while the current one is
+   * being sent, so the slots never wait for a claim's round trip under load. About AHEAD_MS of work at
+   * the rate attempts are finishing (a claim under load takes 5-30 ms, a fast receiver turns the slots
+   * over in a few), at least one round of the slots (a slow receiver: claimed jobs then start within
+   * seconds, well inside `startBy`), at most MAX_AHEAD.
    */
-  private room = () => 2 * this.concurrency - this.inFlight.size - this.ready.length
-  /** Claim when idle, or once the backlog has room for a batch of at least a quarter of the slots. */
+  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.rate * AHEAD_MS) / 1000)))
+  private room = () => this.concurrency + this.ahead() - this.inFlight.size - this.ready.length - this.asked
+  /**
+   * Claim when idle, or once there is room for a batch worth a statement: a quarter of the slots or of
+   * the claimed-ahead backlog, whichever is larger.
+   */
   private canClaim = () =>
-    this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2))
+    this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2, this.ahead() >> 2))
+
+  /** Attempts finished per second, measured over windows of at least RATE_WINDOW_MS. */
+  private rate = 0
+  private finished = 0
+  private windowStart = performance.now()
+  private countFinished(): void {
+    this.finished++
+    const now = performance.now()
+    if (now - this.windowStart < RATE_WINDOW_MS) return
+    this.rate = (this.finished * 1000) / (now - this.windowStart)
+    this.finished = 0
+    this.windowStart = now
+  }
 
   private kick(): void {
     this.startReady()
-    if (this.stopped || this.pumping || !this.dirty || !this.canClaim()) return
-    this.pumping = this.pump()
-      .catch((err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed'))
-      .finally(() => {
-        this.pumping = null
-        if (this.dirty) this.kick()
-      })
+    while (!this.stopped && (this.dirty || this.backlog) && this.claims.size < MAX_CLAIMS && this.canClaim()) this.claim()
   }
 
-  private async pump(): Promise<void> {
-    while (this.dirty && !this.stopped && this.canClaim()) {
-      this.dirty = false
-      const limit = this.room()
-      const claimedAt = performance.now()
-      const jobs = await claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
-      if (this.stopped) {
-        await releaseClaims(this.deps.sql, jobs)
-        return
-      }
-      if (jobs.length === limit) this.dirty = true // a full batch: there may be more
-      for (const job of jobs) this.ready.push({ job, claimedAt })
-      this.startReady()
-    }
+  /**
+   * One claim statement for as many jobs as there is room for. Up to MAX_CLAIMS run at once: under load
+   * a claim's round trip is mostly waiting (for a CPU, for Postgres), and the slots free up meanwhile.
+   */
+  private claim(): void {
+    this.dirty = false
+    const limit = Math.min(MAX_CLAIM, this.room())
+    this.asked += limit
+    const claimedAt = performance.now()
+    const done: Promise<void> = claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
+      .then(async (jobs) => {
+        if (this.stopped) return releaseClaims(this.deps.sql, jobs)
+        this.backlog = jobs.length === limit // a full batch: there may be more
+        for (const job of jobs) this.ready.push({ job, claimedAt })
+      })
+      .catch((err) => {
+        this.backlog = false // the poll tries again, not a tight loop against a failing database
+        this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed')
+      })
+      .finally(() => {
+        this.asked -= limit
+        this.claims.delete(done)
+        this.kick()
+      })
+    this.claims.add(done)
   }
 
   /** Fills free slots from the claimed backlog, oldest claim first. */
@@ -182,7 +218,9 @@ export class DeliveryWorker {
     // The slot frees as soon as the request is done; logging it is batched (the row's lease keeps other
     // claims off it meanwhile).
     const freeSlot = () => {
-      if (this.inFlight.delete(job.deliveryId)) this.kick()
+      if (!this.inFlight.delete(job.deliveryId)) return
+      this.countFinished()
+      this.kick()
     }
     this.inFlight.add(job.deliveryId)
     const task: Promise<void> = this.attempt(job, freeSlot)
@@ -234,7 +272,7 @@ export class DeliveryWorker {
     for (const t of this.timers) clearTimeout(t)
     this.timers.clear()
     await this.unlisten?.().catch(() => {})
-    await this.pumping
+    await Promise.allSettled([...this.claims])
     // Claimed but never started: due again at once, for this node after a restart or any other.
     await releaseClaims(this.deps.sql, this.ready.splice(0).map((c) => c.job)).catch(() => {})
     const all = () => Promise.allSettled([...this.tasks])
