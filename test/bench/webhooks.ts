@@ -8,7 +8,7 @@
 //
 // The node runs in this process (so the burst can be written in one transaction); the receiver runs in
 // its own process and timestamps each arrival.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -38,6 +38,31 @@ function cpuMsOf(pids: number[]): number | null {
   } catch {
     return null
   }
+}
+
+/** CPU time (ms) used so far by each thread of this process, by thread name (the JS thread is "bun"); null off Linux. */
+function threadCpuMs(): Map<string, number> | null {
+  try {
+    const out = new Map<string, number>()
+    for (const tid of readdirSync('/proc/self/task')) {
+      const name = readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim()
+      const fields = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ')
+      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10)
+    }
+    return out
+  } catch {
+    return null
+  }
+}
+
+/** Per delivery (µs), the JS thread, Bun's HTTP client thread and the rest, between two threadCpuMs readings. */
+function threadSplit(a: Map<string, number> | null, b: Map<string, number> | null, n: number): string {
+  if (!a || !b) return 'n/a'
+  const d = (name: string) => (b.get(name) ?? 0) - (a.get(name) ?? 0)
+  let rest = 0
+  for (const name of b.keys()) if (name !== 'bun' && name !== 'HTTP Client') rest += d(name)
+  const us = (ms: number) => ((ms * 1000) / n).toFixed(0)
+  return `JS thread ${us(d('bun'))} + HTTP client thread ${us(d('HTTP Client'))} + others ${us(rest)} µs`
 }
 
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]
@@ -146,16 +171,19 @@ async function main() {
       const committed = now()
       const pg0 = cpuMsOf(backends)
       const node0 = process.cpuUsage()
+      const threads0 = threadCpuMs()
       const got = await waitForArrivals(receiver.url, EVENTS, 120_000, 50)
       const last = Math.max(...got.map((a) => a.at))
       while ((await sql`select 1 from webhook_deliveries where status = 'pending' limit 1`).length) await Bun.sleep(5)
       const nodeCpu = process.cpuUsage(node0)
+      const threads = threadSplit(threads0, threadCpuMs(), EVENTS)
       return {
         rps: EVENTS / ((last - committed) / 1000),
         writeMs: committed - start,
         firstMs: Math.min(...got.map((a) => a.at)) - committed,
         connections: new Set(got.map((a) => a.peer)).size,
         nodeUs: (nodeCpu.user + nodeCpu.system) / EVENTS,
+        threads,
         pgUs: pg0 === null ? null : ((cpuMsOf(backends)! - pg0) * 1000) / EVENTS,
       }
     }
@@ -200,6 +228,7 @@ async function main() {
     for (const [i, { base, burst: b }] of rounds.entries()) {
       console.log(`  round ${i + 1}: baseline ${base.rps.toFixed(0)} req/s (${base.connections} connections, ${base.cpuUs.toFixed(0)} µs CPU per request)   delivered ${b.rps.toFixed(0)} deliveries/s (${b.connections} connections)   ${ratios[i].toFixed(2)} × baseline`)
       console.log(`           burst written in ${fmt(b.writeMs)}, first delivery ${fmt(b.firstMs)} after commit; CPU per delivery: this process (node + bench) ${b.nodeUs.toFixed(0)} µs, its Postgres backends ${b.pgUs === null ? 'n/a' : `${b.pgUs.toFixed(0)} µs`}`)
+      console.log(`           this process by thread: ${b.threads}`)
     }
     console.log(`  deliveries vs baseline, median of the rounds: ${[...ratios].sort((a, b) => a - b)[Math.floor(ROUNDS / 2)].toFixed(2)} ×; attempts ${attempts}, duplicates ${dup}`)
     console.log(`  event-to-delivery latency, idle, ${SAMPLES} events one at a time:`)
