@@ -5,7 +5,7 @@ import { newId, open } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
 import { cancelPending } from './repo'
 import type { AttemptOutcome } from './sender'
-import { signEvent, type SignedMessage } from './signer'
+import { secretBytes, signEvent, type SignedMessage } from './signer'
 
 export interface Job {
   deliveryId: string
@@ -55,13 +55,13 @@ export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: numb
   if (rows.length === 0) return []
   const now = Date.now()
   const jobs: Job[] = []
-  // One webhook's secret is opened once per batch (a burst for one endpoint shares it).
-  const secrets = new Map<string, string | null>()
+  // One webhook's secret is opened (and its key decoded) once per batch (a burst for one endpoint shares it).
+  const secrets = new Map<string, Uint8Array | null>()
   for (const r of rows) {
     let secret = secrets.get(r.secret_sealed)
     if (secret === undefined) {
       try {
-        secret = open(secretKey, r.secret_sealed).toString('utf8')
+        secret = secretBytes(open(secretKey, r.secret_sealed).toString('utf8'))
       } catch {
         secret = null
       }

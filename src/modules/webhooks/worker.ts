@@ -248,11 +248,13 @@ export class DeliveryWorker {
     const verdict = decide(job.attempts + 1, outcome, config.webhookRetryDelaysMs)
     if (!(await this.recorder.record({ job, outcome, verdict }))) return
     webhookDeliveries.inc({ outcome: METRIC_OUTCOME[verdict.kind] })
-    log.debug(
-      { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
-        status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
-      'webhook attempt',
-    )
+    if (log.isLevelEnabled('debug')) {
+      log.debug(
+        { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
+          status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
+        'webhook attempt',
+      )
+    }
     if (verdict.kind === 'retry' && verdict.delayMs <= MAX_TIMER_MS) this.after(verdict.delayMs, () => this.wake())
   }
 
