@@ -148,9 +148,10 @@ export class DeliveryWorker {
    * being sent, so the slots never wait for a claim's round trip under load. About AHEAD_MS of work at
    * the rate attempts are finishing (a claim under load takes 5-30 ms, a fast receiver turns the slots
    * over in a few), at least one round of the slots (a slow receiver: claimed jobs then start within
-   * seconds, well inside `startBy`), at most MAX_AHEAD.
+   * seconds, well inside `startBy`), at most MAX_AHEAD. A receiver that turns slow with a backlog claimed
+   * for a fast one: jobs not started within `startBy` are handed back (startReady).
    */
-  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.rate * AHEAD_MS) / 1000)))
+  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.currentRate() * AHEAD_MS) / 1000)))
   private room = () => this.concurrency + this.ahead() - this.inFlight.size - this.ready.length - this.asked
   /**
    * Claim when idle, or once there is room for a batch worth a statement: a quarter of the slots or of
@@ -163,6 +164,11 @@ export class DeliveryWorker {
   private rate = 0
   private finished = 0
   private windowStart = performance.now()
+  /** The last window's rate, or less if the open window is already long and slower (slots stuck on a slow receiver). */
+  private currentRate(): number {
+    const open = performance.now() - this.windowStart
+    return open < RATE_WINDOW_MS ? this.rate : Math.min(this.rate, (this.finished * 1000) / open)
+  }
   private countFinished(): void {
     this.finished++
     const now = performance.now()
@@ -206,11 +212,19 @@ export class DeliveryWorker {
 
   /** Fills free slots from the claimed backlog, oldest claim first. */
   private startReady(): void {
+    const late: Job[] = []
     while (!this.stopped && this.ready.length > 0 && this.inFlight.size < this.concurrency) {
       const { job, claimedAt } = this.ready.shift()!
-      // Its lease could run out while it is being sent: leave it to whichever node claims it next.
-      if (performance.now() - claimedAt > this.startBy) continue
-      this.run(job)
+      // Its lease could run out while it is being sent: hand it back (due again at once, for any node)
+      // rather than send it late; should that fail, it is due when its lease ends.
+      if (performance.now() - claimedAt > this.startBy) late.push(job)
+      else this.run(job)
+    }
+    if (late.length > 0) {
+      releaseClaims(this.deps.sql, late).then(
+        () => this.wake(),
+        (err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: release of late claims failed'),
+      )
     }
   }
 
