@@ -6,6 +6,7 @@ import { webhookDeliveries } from '../../infra/metrics'
 import { WEBHOOK_WAKE_CHANNEL } from '../events/outbox'
 import type { Sql } from '../../infra/db'
 import { claimDue, logAttempts, recordAttempt, releaseClaims, type AttemptRecord, type Job, type Verdict } from './queue'
+import { FinishRate } from './rate'
 import { send, type AttemptOutcome } from './sender'
 
 export interface WorkerOptions {
@@ -113,6 +114,7 @@ export class DeliveryWorker {
   private poller: Timer | null = null
   private unlisten: (() => Promise<void>) | null = null
   private readonly recorder: AttemptRecorder
+  private readonly finishRate = new FinishRate(RATE_WINDOW_MS)
 
   constructor(
     private readonly deps: Deps,
@@ -151,7 +153,7 @@ export class DeliveryWorker {
    * seconds, well inside `startBy`), at most MAX_AHEAD. A receiver that turns slow with a backlog claimed
    * for a fast one: jobs not started within `startBy` are handed back (startReady).
    */
-  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.currentRate() * AHEAD_MS) / 1000)))
+  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.finishRate.perSecond() * AHEAD_MS) / 1000)))
   private room = () => this.concurrency + this.ahead() - this.inFlight.size - this.ready.length - this.asked
   /**
    * Claim when idle, or once there is room for a batch worth a statement: a quarter of the slots or of
@@ -159,24 +161,6 @@ export class DeliveryWorker {
    */
   private canClaim = () =>
     this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2, this.ahead() >> 2))
-
-  /** Attempts finished per second, measured over windows of at least RATE_WINDOW_MS. */
-  private rate = 0
-  private finished = 0
-  private windowStart = performance.now()
-  /** The last window's rate, or less if the open window is already long and slower (slots stuck on a slow receiver). */
-  private currentRate(): number {
-    const open = performance.now() - this.windowStart
-    return open < RATE_WINDOW_MS ? this.rate : Math.min(this.rate, (this.finished * 1000) / open)
-  }
-  private countFinished(): void {
-    this.finished++
-    const now = performance.now()
-    if (now - this.windowStart < RATE_WINDOW_MS) return
-    this.rate = (this.finished * 1000) / (now - this.windowStart)
-    this.finished = 0
-    this.windowStart = now
-  }
 
   private kick(): void {
     this.startReady()
@@ -233,7 +217,7 @@ export class DeliveryWorker {
     // claims off it meanwhile).
     const freeSlot = () => {
       if (!this.inFlight.delete(job.deliveryId)) return
-      this.countFinished()
+      this.finishRate.count()
       this.kick()
     }
     this.inFlight.add(job.deliveryId)
