@@ -8,7 +8,7 @@
 //
 // The node runs in this process (so the burst can be written in one transaction); the receiver runs in
 // its own process and timestamps each arrival.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import postgres from 'postgres'
@@ -40,8 +40,34 @@ function cpuMsOf(pids: number[]): number | null {
   }
 }
 
+/** CPU time (ms) used so far by each thread of this process, by thread name (the JS thread is "bun"); null off Linux. */
+function threadCpuMs(): Map<string, number> | null {
+  try {
+    const out = new Map<string, number>()
+    for (const tid of readdirSync('/proc/self/task')) {
+      const name = readFileSync(`/proc/self/task/${tid}/comm`, 'utf8').trim()
+      const fields = readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1].split(' ')
+      out.set(name, (out.get(name) ?? 0) + (Number(fields[11]) + Number(fields[12])) * 10)
+    }
+    return out
+  } catch {
+    return null
+  }
+}
+
+/** Per delivery (µs), the JS thread, Bun's HTTP client thread and the rest, between two threadCpuMs readings. */
+function threadSplit(a: Map<string, number> | null, b: Map<string, number> | null, n: number): string {
+  if (!a || !b) return 'n/a'
+  const d = (name: string) => (b.get(name) ?? 0) - (a.get(name) ?? 0)
+  let rest = 0
+  for (const name of b.keys()) if (name !== 'bun' && name !== 'HTTP Client') rest += d(name)
+  const us = (ms: number) => ((ms * 1000) / n).toFixed(0)
+  return `JS thread ${us(d('bun'))} + HTTP client thread ${us(d('HTTP Client'))} + others ${us(rest)} µs`
+}
+
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]
 const fmt = (ms: number) => `${ms.toFixed(2)} ms`
+const fmtUs = (us: number | null) => (us === null ? 'n/a' : `${us.toFixed(0)} µs`)
 
 async function startReceiver() {
   const proc = Bun.spawn(['bun', import.meta.path, 'receiver'], { stdout: 'pipe', stderr: 'inherit' })
@@ -118,6 +144,8 @@ async function main() {
       let sent = 0
       const t0 = now()
       const cpu0 = process.cpuUsage()
+      const threads0 = threadCpuMs()
+      const rx0 = cpuMsOf([receiver.proc.pid])
       await Promise.all(
         Array.from({ length: 32 }, async () => {
           while (sent < EVENTS) {
@@ -129,12 +157,23 @@ async function main() {
       )
       const rps = EVENTS / ((now() - t0) / 1000)
       const cpu = process.cpuUsage(cpu0)
-      return { rps, cpuUs: (cpu.user + cpu.system) / EVENTS, connections: new Set((await arrivals(receiver.url)).map((a) => a.peer)).size }
+      const threads = threadSplit(threads0, threadCpuMs(), EVENTS)
+      const rxUs = rx0 === null ? null : ((cpuMsOf([receiver.proc.pid])! - rx0) * 1000) / EVENTS
+      return { rps, cpuUs: (cpu.user + cpu.system) / EVENTS, threads, rxUs, connections: new Set((await arrivals(receiver.url)).map((a) => a.peer)).size }
     }
 
     // Throughput: a burst of EVENTS events committed in one transaction, delivered as fast as possible.
     const product = { id: 'prod_bench', note: 'x'.repeat(400) }
-    const backends = (await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database()`).map((r) => r.pid)
+    // The database's backends at a moment, with the CPU each has used (a backend that appears later started from 0).
+    const backendsCpu = async () => {
+      const pids = (await sql<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database()`).map((r) => r.pid)
+      return new Map(pids.map((pid) => [pid, cpuMsOf([pid]) ?? 0]))
+    }
+    const pgCpuSince = async (before: Map<number, number>) => {
+      let ms = 0
+      for (const [pid, now] of await backendsCpu()) ms += now - (before.get(pid) ?? 0)
+      return ms
+    }
     async function burst() {
       const start = now()
       await sql.begin(async (tx) => {
@@ -144,19 +183,24 @@ async function main() {
         }
       })
       const committed = now()
-      const pg0 = cpuMsOf(backends)
+      const pg0 = cpuMsOf([process.pid]) === null ? null : await backendsCpu()
+      const rx0 = cpuMsOf([receiver.proc.pid])
       const node0 = process.cpuUsage()
+      const threads0 = threadCpuMs()
       const got = await waitForArrivals(receiver.url, EVENTS, 120_000, 50)
       const last = Math.max(...got.map((a) => a.at))
       while ((await sql`select 1 from webhook_deliveries where status = 'pending' limit 1`).length) await Bun.sleep(5)
       const nodeCpu = process.cpuUsage(node0)
+      const threads = threadSplit(threads0, threadCpuMs(), EVENTS)
       return {
         rps: EVENTS / ((last - committed) / 1000),
         writeMs: committed - start,
         firstMs: Math.min(...got.map((a) => a.at)) - committed,
         connections: new Set(got.map((a) => a.peer)).size,
         nodeUs: (nodeCpu.user + nodeCpu.system) / EVENTS,
-        pgUs: pg0 === null ? null : ((cpuMsOf(backends)! - pg0) * 1000) / EVENTS,
+        threads,
+        pgUs: pg0 === null ? null : ((await pgCpuSince(pg0)) * 1000) / EVENTS,
+        rxUs: rx0 === null ? null : ((cpuMsOf([receiver.proc.pid])! - rx0) * 1000) / EVENTS,
       }
     }
 
@@ -198,14 +242,17 @@ async function main() {
     console.log(`\nKeyward webhook delivery (${config.embedded ? 'embedded PGlite' : 'Postgres'}, receiver in its own process, ${navigator.hardwareConcurrency} cores)`)
     console.log(`  ${ROUNDS} rounds of: plain fetch POSTs to the receiver (32 in flight), then a burst of ${EVENTS} events committed in one transaction`)
     for (const [i, { base, burst: b }] of rounds.entries()) {
-      console.log(`  round ${i + 1}: baseline ${base.rps.toFixed(0)} req/s (${base.connections} connections, ${base.cpuUs.toFixed(0)} µs CPU per request)   delivered ${b.rps.toFixed(0)} deliveries/s (${b.connections} connections)   ${ratios[i].toFixed(2)} × baseline`)
-      console.log(`           burst written in ${fmt(b.writeMs)}, first delivery ${fmt(b.firstMs)} after commit; CPU per delivery: this process (node + bench) ${b.nodeUs.toFixed(0)} µs, its Postgres backends ${b.pgUs === null ? 'n/a' : `${b.pgUs.toFixed(0)} µs`}`)
+      console.log(`  round ${i + 1}: baseline ${base.rps.toFixed(0)} req/s (${base.connections} connections)   delivered ${b.rps.toFixed(0)} deliveries/s (${b.connections} connections)   ${ratios[i].toFixed(2)} × baseline`)
+      console.log(`           burst written in ${fmt(b.writeMs)}, first delivery ${fmt(b.firstMs)} after commit`)
+      console.log(`           CPU per baseline request: this process ${fmtUs(base.cpuUs)} (${base.threads}), receiver ${fmtUs(base.rxUs)}`)
+      console.log(`           CPU per delivery: this process (node + bench) ${fmtUs(b.nodeUs)} (${b.threads}), its Postgres backends ${fmtUs(b.pgUs)}, receiver ${fmtUs(b.rxUs)}`)
     }
     console.log(`  deliveries vs baseline, median of the rounds: ${[...ratios].sort((a, b) => a - b)[Math.floor(ROUNDS / 2)].toFixed(2)} ×; attempts ${attempts}, duplicates ${dup}`)
-    console.log(`  event-to-delivery latency, idle, ${SAMPLES} events one at a time:`)
-    console.log(`    from the API call:                     p50 ${fmt(pct(fromCall, 50))}   p99 ${fmt(pct(fromCall, 99))}   max ${fmt(fromCall[fromCall.length - 1])}`)
-    console.log(`    from COMMIT sent to the receiver:      p50 ${fmt(pct(fromCommit, 50))}   p99 ${fmt(pct(fromCommit, 99))}   max ${fmt(fromCommit[fromCommit.length - 1])}`)
-    console.log(`    from COMMIT acknowledged to receiver:  p50 ${fmt(pct(fromAck, 50))}   p99 ${fmt(pct(fromAck, 99))}   (the wake-up leaves Postgres with the commit, so this can be < 0)`)
+    console.log(`  event-to-delivery latency, idle, ${SAMPLES} events one at a time, to the moment the receiver's handler runs:`)
+    console.log(`    commit to first byte at the receiver (from the COMMIT's acknowledgement):  p50 ${fmt(pct(fromAck, 50))}   p99 ${fmt(pct(fromAck, 99))}   max ${fmt(fromAck[fromAck.length - 1])}`)
+    console.log(`      (NOTIFY leaves Postgres with the commit, before the acknowledgement reaches the writer, so this can be < 0)`)
+    console.log(`    from the moment COMMIT is sent (adds the event's own WAL flush):           p50 ${fmt(pct(fromCommit, 50))}   p99 ${fmt(pct(fromCommit, 99))}   max ${fmt(fromCommit[fromCommit.length - 1])}`)
+    console.log(`    from the API call (POST /v1/products):                                     p50 ${fmt(pct(fromCall, 50))}   p99 ${fmt(pct(fromCall, 99))}   max ${fmt(fromCall[fromCall.length - 1])}`)
     console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`)
   } finally {
     await node.stop()

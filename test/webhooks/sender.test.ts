@@ -64,3 +64,13 @@ test('a NUL byte in the body does not reach the error text (Postgres text cannot
   const outcome = await send(url('/nul'), message, opts)
   expect(outcome).toMatchObject({ statusCode: 500, success: false, error: 'HTTP 500: bad\ufffdbody' })
 })
+
+test('an attempt cut short by the shutdown signal says so, and is not a timeout', async () => {
+  const shutdown = new AbortController()
+  setTimeout(() => shutdown.abort(), 100)
+  const outcome = await send(url('/slow'), message, { ...opts, signal: shutdown.signal })
+  expect(outcome).toMatchObject({ statusCode: null, success: false, error: 'aborted: node shutting down' })
+  expect(outcome.durationMs).toBeLessThan(900)
+  // already aborted: nothing is waited for
+  expect(await send(url('/slow'), message, { ...opts, signal: shutdown.signal })).toMatchObject({ error: 'aborted: node shutting down' })
+})

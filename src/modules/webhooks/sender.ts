@@ -23,16 +23,23 @@ const bound = (raw: string) => {
 /** Bodies announced at most this long are read whole (one call, the connection stays reusable). */
 const READ_WHOLE = 64 * 1024
 
-/** Reads at most `max` bytes of a response body, then drops the rest. */
+/**
+ * Reads a response body: whole when it is announced short (the text only when `max` > 0), else at
+ * most `max` bytes and the rest dropped. `res.body` is touched only on the second path: asking for the
+ * stream makes Bun build one, which costs more than the rest of reading a short answer.
+ */
 async function snippet(res: Response, max: number): Promise<string> {
-  if (!res.body) return ''
   const length = Number(res.headers.get('content-length') ?? NaN)
-  if (length <= READ_WHOLE) return clean(new TextDecoder().decode(new Uint8Array(await res.arrayBuffer()).subarray(0, max)))
+  if (length <= READ_WHOLE) {
+    const bytes = await res.arrayBuffer()
+    return max === 0 ? '' : clean(new TextDecoder().decode(new Uint8Array(bytes).subarray(0, max)))
+  }
+  if (!res.body) return ''
   const reader = res.body.getReader()
   const chunks: Uint8Array[] = []
   let size = 0
   try {
-    while (size < max) {
+    while (size < Math.max(max, 1)) {
       const { done, value } = await reader.read()
       if (done) break
       chunks.push(value)
@@ -54,6 +61,9 @@ export interface SendOptions {
   signal?: AbortSignal
 }
 
+const TIMED_OUT = 'timeout'
+const STOPPED = 'stopped'
+
 export async function send(urlText: string, msg: SignedMessage, opts: SendOptions): Promise<AttemptOutcome> {
   const t0 = performance.now()
   const done = (statusCode: number | null, error: string | null): AttemptOutcome => ({
@@ -71,27 +81,37 @@ export async function send(urlText: string, msg: SignedMessage, opts: SendOption
   const { url, address } = target
   let fetchUrl = url.href
   let tls: { serverName: string } | undefined
-  const headers = { ...msg.headers }
+  let headers = msg.headers
   if (address !== null) {
     const pinned = new URL(url.href)
     pinned.hostname = address.includes(':') ? `[${address}]` : address
     fetchUrl = pinned.href
-    headers.host = url.host
+    headers = { ...msg.headers, host: url.host }
     if (url.protocol === 'https:') tls = { serverName: url.hostname }
   }
 
-  const timeout = AbortSignal.timeout(opts.timeoutMs)
-  const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout
+  // One controller, a timer and a listener: AbortSignal.timeout joined with the shutdown signal by
+  // AbortSignal.any cost about a third of the request itself.
+  const ctl = new AbortController()
+  const timer = setTimeout(() => ctl.abort(TIMED_OUT), opts.timeoutMs)
+  const stop = () => ctl.abort(STOPPED)
+  const shutdown = opts.signal
+  if (shutdown?.aborted) stop()
+  else shutdown?.addEventListener('abort', stop)
   try {
-    const res = await fetch(fetchUrl, { method: 'POST', headers, body: msg.body, redirect: 'manual', signal, tls })
-    const text = await snippet(res, MAX_BODY_SNIPPET).catch(() => '')
-    if (res.status >= 200 && res.status < 300) return done(res.status, null)
+    const res = await fetch(fetchUrl, { method: 'POST', headers, body: msg.body, redirect: 'manual', signal: ctl.signal, tls })
+    const ok = res.status >= 200 && res.status < 300
+    const text = await snippet(res, ok ? 0 : MAX_BODY_SNIPPET).catch(() => '')
+    if (ok) return done(res.status, null)
     if (res.status >= 300 && res.status < 400) return done(res.status, `HTTP ${res.status}: redirect not followed`)
     return done(res.status, `HTTP ${res.status}${text ? `: ${text}` : ''}`)
   } catch (err) {
-    if (timeout.aborted) return done(null, `timed out after ${opts.timeoutMs} ms`)
-    if (opts.signal?.aborted) return done(null, 'aborted: node shutting down')
+    if (ctl.signal.reason === TIMED_OUT) return done(null, `timed out after ${opts.timeoutMs} ms`)
+    if (ctl.signal.reason === STOPPED) return done(null, 'aborted: node shutting down')
     const e = err as { code?: string; message?: string }
     return done(null, [e.code, e.message].filter(Boolean).join(': ') || 'request failed')
+  } finally {
+    clearTimeout(timer)
+    shutdown?.removeEventListener('abort', stop)
   }
 }

@@ -20,14 +20,15 @@ export interface SignedMessage {
   headers: Record<string, string>
 }
 
+/** `secret` is the `whsec_` text, or its key bytes (secretBytes) when many messages share it. */
 export function signEvent(
-  secret: string,
+  secret: string | Uint8Array,
   event: { id: string; type: string; createdAt: Date; actor: { type: string; id: string | null }; data: unknown },
   now = Date.now(),
 ): SignedMessage {
   const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.createdAt.toISOString(), actor: event.actor, data: event.data })
   const timestamp = String(Math.floor(now / 1000))
-  const mac = new Bun.CryptoHasher('sha256', secretBytes(secret)).update(`${event.id}.${timestamp}.${body}`).digest('base64')
+  const mac = new Bun.CryptoHasher('sha256', typeof secret === 'string' ? secretBytes(secret) : secret).update(`${event.id}.${timestamp}.${body}`).digest('base64')
   return {
     id: event.id,
     body,

@@ -6,6 +6,7 @@ import { webhookDeliveries } from '../../infra/metrics'
 import { WEBHOOK_WAKE_CHANNEL } from '../events/outbox'
 import type { Sql } from '../../infra/db'
 import { claimDue, logAttempts, recordAttempt, releaseClaims, type AttemptRecord, type Job, type Verdict } from './queue'
+import { FinishRate } from './rate'
 import { send, type AttemptOutcome } from './sender'
 
 export interface WorkerOptions {
@@ -17,6 +18,13 @@ export interface WorkerOptions {
 
 const DEFAULT_CONCURRENCY = 64
 const DEFAULT_POLL_MS = 1_000
+/** Claimed-ahead backlog: this long of work at the current rate (see `ahead`), at most MAX_AHEAD jobs. */
+const AHEAD_MS = 50
+const MAX_AHEAD = 1_000
+const RATE_WINDOW_MS = 100
+/** Rows per claim statement, and claim statements in flight, at most. */
+const MAX_CLAIM = 500
+const MAX_CLAIMS = 2
 /** Local retry timers only for short delays; longer ones are found by the poll. */
 const MAX_TIMER_MS = 60_000
 
@@ -87,21 +95,26 @@ export class DeliveryWorker {
   private readonly leaseMs: number
   /** A claimed job starts within this long of its claim, or not at all: its lease must outlast the attempt (up to the timeout) with 10 s to spare. */
   private readonly startBy: number
-  /** Claimed jobs waiting for a slot (at most one more round of the slots, so they start within seconds). */
+  /** Claimed jobs waiting for a slot (see `ahead`). */
   private ready: Claimed[] = []
   /** Deliveries being sent (the concurrency slots). */
   private inFlight = new Set<string>()
   /** Every job until its attempt is logged (what shutdown waits for). */
   private tasks = new Set<Promise<void>>()
-  private pumping: Promise<void> | null = null
-  /** Set when there may be due work not yet claimed. */
+  /** Claim statements in flight, and the rows they asked for (room they take until they are back). */
+  private claims = new Set<Promise<void>>()
+  private asked = 0
+  /** Set when there may be due work not yet claimed: a wake-up. */
   private dirty = false
+  /** Set while claims come back full: more is due than was claimed. */
+  private backlog = false
   private stopped = false
   private readonly abort = new AbortController()
   private timers = new Set<Timer>()
   private poller: Timer | null = null
   private unlisten: (() => Promise<void>) | null = null
   private readonly recorder: AttemptRecorder
+  private readonly finishRate = new FinishRate(RATE_WINDOW_MS)
 
   constructor(
     private readonly deps: Deps,
@@ -133,48 +146,69 @@ export class DeliveryWorker {
   }
 
   /**
-   * Claimed but unfinished jobs are kept to two rounds of the slots: the next batch is claimed while the
-   * current one is being sent, so the slots never wait for a claim's round trip under load.
+   * How many jobs to keep claimed beyond the slots: the next batch is claimed while the current one is
+   * being sent, so the slots never wait for a claim's round trip under load. About AHEAD_MS of work at
+   * the rate attempts are finishing (a claim under load takes 5-30 ms, a fast receiver turns the slots
+   * over in a few), at least one round of the slots (a slow receiver: claimed jobs then start within
+   * seconds, well inside `startBy`), at most MAX_AHEAD. A receiver that turns slow with a backlog claimed
+   * for a fast one: jobs not started within `startBy` are handed back (startReady).
    */
-  private room = () => 2 * this.concurrency - this.inFlight.size - this.ready.length
-  /** Claim when idle, or once the backlog has room for a batch of at least a quarter of the slots. */
+  private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.finishRate.perSecond() * AHEAD_MS) / 1000)))
+  private room = () => this.concurrency + this.ahead() - this.inFlight.size - this.ready.length - this.asked
+  /**
+   * Claim when idle, or once there is room for a batch worth a statement: a quarter of the slots or of
+   * the claimed-ahead backlog, whichever is larger.
+   */
   private canClaim = () =>
-    this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2))
+    this.room() >= (this.inFlight.size === 0 && this.ready.length === 0 ? 1 : Math.max(1, this.concurrency >> 2, this.ahead() >> 2))
 
   private kick(): void {
     this.startReady()
-    if (this.stopped || this.pumping || !this.dirty || !this.canClaim()) return
-    this.pumping = this.pump()
-      .catch((err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed'))
-      .finally(() => {
-        this.pumping = null
-        if (this.dirty) this.kick()
-      })
+    while (!this.stopped && (this.dirty || this.backlog) && this.claims.size < MAX_CLAIMS && this.canClaim()) this.claim()
   }
 
-  private async pump(): Promise<void> {
-    while (this.dirty && !this.stopped && this.canClaim()) {
-      this.dirty = false
-      const limit = this.room()
-      const claimedAt = performance.now()
-      const jobs = await claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
-      if (this.stopped) {
-        await releaseClaims(this.deps.sql, jobs)
-        return
-      }
-      if (jobs.length === limit) this.dirty = true // a full batch: there may be more
-      for (const job of jobs) this.ready.push({ job, claimedAt })
-      this.startReady()
-    }
+  /**
+   * One claim statement for as many jobs as there is room for. Up to MAX_CLAIMS run at once: under load
+   * a claim's round trip is mostly waiting (for a CPU, for Postgres), and the slots free up meanwhile.
+   */
+  private claim(): void {
+    this.dirty = false
+    const limit = Math.min(MAX_CLAIM, this.room())
+    this.asked += limit
+    const claimedAt = performance.now()
+    const done: Promise<void> = claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
+      .then(async (jobs) => {
+        if (this.stopped) return releaseClaims(this.deps.sql, jobs)
+        this.backlog = jobs.length === limit // a full batch: there may be more
+        for (const job of jobs) this.ready.push({ job, claimedAt })
+      })
+      .catch((err) => {
+        this.backlog = false // the poll tries again, not a tight loop against a failing database
+        this.deps.log.warn({ err: String(err) }, 'webhook worker: claim failed')
+      })
+      .finally(() => {
+        this.asked -= limit
+        this.claims.delete(done)
+        this.kick()
+      })
+    this.claims.add(done)
   }
 
   /** Fills free slots from the claimed backlog, oldest claim first. */
   private startReady(): void {
+    const late: Job[] = []
     while (!this.stopped && this.ready.length > 0 && this.inFlight.size < this.concurrency) {
       const { job, claimedAt } = this.ready.shift()!
-      // Its lease could run out while it is being sent: leave it to whichever node claims it next.
-      if (performance.now() - claimedAt > this.startBy) continue
-      this.run(job)
+      // Its lease could run out while it is being sent: hand it back (due again at once, for any node)
+      // rather than send it late; should that fail, it is due when its lease ends.
+      if (performance.now() - claimedAt > this.startBy) late.push(job)
+      else this.run(job)
+    }
+    if (late.length > 0) {
+      releaseClaims(this.deps.sql, late).then(
+        () => this.wake(),
+        (err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: release of late claims failed'),
+      )
     }
   }
 
@@ -182,7 +216,9 @@ export class DeliveryWorker {
     // The slot frees as soon as the request is done; logging it is batched (the row's lease keeps other
     // claims off it meanwhile).
     const freeSlot = () => {
-      if (this.inFlight.delete(job.deliveryId)) this.kick()
+      if (!this.inFlight.delete(job.deliveryId)) return
+      this.finishRate.count()
+      this.kick()
     }
     this.inFlight.add(job.deliveryId)
     const task: Promise<void> = this.attempt(job, freeSlot)
@@ -210,11 +246,13 @@ export class DeliveryWorker {
     const verdict = decide(job.attempts + 1, outcome, config.webhookRetryDelaysMs)
     if (!(await this.recorder.record({ job, outcome, verdict }))) return
     webhookDeliveries.inc({ outcome: METRIC_OUTCOME[verdict.kind] })
-    log.debug(
-      { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
-        status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
-      'webhook attempt',
-    )
+    if (log.isLevelEnabled('debug')) {
+      log.debug(
+        { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
+          status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
+        'webhook attempt',
+      )
+    }
     if (verdict.kind === 'retry' && verdict.delayMs <= MAX_TIMER_MS) this.after(verdict.delayMs, () => this.wake())
   }
 
@@ -234,7 +272,7 @@ export class DeliveryWorker {
     for (const t of this.timers) clearTimeout(t)
     this.timers.clear()
     await this.unlisten?.().catch(() => {})
-    await this.pumping
+    await Promise.allSettled([...this.claims])
     // Claimed but never started: due again at once, for this node after a restart or any other.
     await releaseClaims(this.deps.sql, this.ready.splice(0).map((c) => c.job)).catch(() => {})
     const all = () => Promise.allSettled([...this.tasks])
