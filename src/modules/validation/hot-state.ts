@@ -5,12 +5,16 @@
 // down, collapsed loads, invalidation of loads in flight, answers during a Postgres outage) is the
 // shared read-through cache's rule (infra/read-through-cache.ts).
 //
-// - Compact, so a million keys fit in well under 512 MB: entries are keyed by the digest in base64
-//   (44 characters; the bus and Postgres speak hex, converted at those edges, never per request), a
-//   single device is held as its string rather than a one-element array, and repeated strings
-//   (account, product, plan) are interned.
+// - Compact: known keys are packed into typed arrays (key-table.ts: the 32-byte digest, fields packed,
+//   the first device as 32 bytes, anything rarer out of line), about 140 bytes of RSS per key with one
+//   device, so a node holds about 7 million keys per GB (docs/performance.md, "Memory"). Keys are the
+//   digest in base64 (44 characters; the bus and Postgres speak hex, converted at those edges).
+// - Objects only where used: callers get a KeyState object made from the entry. The one made last is
+//   kept while the entry is unchanged (its generation): in the engine's memo of key values (KeyRef, so
+//   a repeated key costs no decoding and no probe) and in a small direct-mapped table (VIEWS). Saved
+//   answers hang off those objects, so they exist for recently used keys only.
 // - Bounded: at most `maxKeys` known keys, evicted in approximate LRU order (CLOCK: a hit sets a bit,
-//   eviction gives a set bit one more round), so a hit costs one property write, not a Map re-insert.
+//   eviction gives a set bit one more round), so a hit costs one write into a typed array.
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.

@@ -1,5 +1,5 @@
 // The hot state's known keys, packed: one entry per key in typed arrays instead of one object (and a
-// dozen strings) per key, so a node holds a million keys in about 120 bytes each (docs/performance.md,
+// dozen strings) per key, so a node holds a million keys in about 140 bytes of RSS each (docs/performance.md,
 // "Memory"). An entry is an integer; hot-state.ts turns entries into objects only for keys in use.
 //
 // - The digest (32 bytes, as 8 words) is the key: an open-addressing index (linear probing, a slot
