@@ -5,7 +5,7 @@
 // BENCH_ROUNDS > 1; a filled key is then validated over HTTP, so the entries are live ones.
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench:memory
-//   BENCH_KEYS=1000000 BENCH_ROUNDS=2 bun run bench:memory      (embedded PGlite without DATABASE_URL)
+//   BENCH_KEYS=1000000 BENCH_ROUNDS=2 BENCH_DEVICES=1 bun run bench:memory   (embedded PGlite without DATABASE_URL)
 //
 // "hot state" is the node's RSS after filling minus its RSS just before (same process): that is what
 // the keys cost; keys per GB is 2^30 bytes over that cost per key.
@@ -19,6 +19,7 @@ import { median } from './stats'
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 1_000_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1)
+const DEVICES = Number(process.env.BENCH_DEVICES ?? 1)
 const LAYOUTS = ['packed', 'map'] as const
 
 interface Figure {
@@ -35,7 +36,7 @@ const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABAS
 const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-memory-'))
 const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
 try {
-  console.log(`Resident memory of a node holding ${KEYS.toLocaleString('en')} keys (one device each), ${ROUNDS} round(s):`)
+  console.log(`Resident memory of a node holding ${KEYS.toLocaleString('en')} keys (${DEVICES} device(s) each), ${ROUNDS} round(s):`)
   const figures = new Map<string, Figure[]>(LAYOUTS.map((l) => [l, []]))
   for (let round = 0; round < ROUNDS; round++) {
     for (const layout of round % 2 ? [...LAYOUTS].reverse() : LAYOUTS) {

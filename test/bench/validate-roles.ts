@@ -7,7 +7,8 @@
 //                   with X-Request-Id: the least any validate endpoint can do
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
-//   memory          a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
+//   memory          a node whose hot state is filled with BENCH_KEYS keys (BENCH_DEVICES devices each,
+//                   default 1); prints its resident memory
 //                   (BENCH_LAYOUT=map: the previous layout, map-hot-state.ts, in place of the packed one)
 //   map-signed      (a′), and with a Keyward-Nonce one Ed25519 signature over the answer, as the node
 //                   signs (signed-validate.ts: the most signing can keep of the unsigned throughput)
@@ -169,6 +170,7 @@ const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
 
 async function memoryFigure() {
   const n = Number(env.BENCH_KEYS ?? 1_000_000)
+  const devicesPerKey = Number(env.BENCH_DEVICES ?? 1)
   const config = loadConfig({
     PORT: '0',
     HOST: '127.0.0.1',
@@ -215,7 +217,7 @@ async function memoryFigure() {
       plan: i % 2 ? 'pro' : null,
       expiresAt: i % 3 ? Date.now() + 86_400_000 * 365 : null,
       limit: 3,
-      devices: [i === 0 ? probeFp : randomBytes(32).toString('hex')],
+      devices: Array.from({ length: devicesPerKey }, (_, d) => (i === 0 && d === 0 ? probeFp : randomBytes(32).toString('hex'))),
       entitlements: NO_ENTITLEMENTS,
       graceMs: 0,
       keep: false,
@@ -236,10 +238,10 @@ async function memoryFigure() {
     body: JSON.stringify({ key: probeKey, device_fingerprint: probeFp }),
   })
   const answer = (await probe.json()) as { valid: boolean }
-  const perKey = (after.rss - before) / n
+  const bytes = (after.rss - before) / n
   console.log(
     `  ${layout.padEnd(6)} ${hot.size.toLocaleString('en')} keys: RSS ${mb(after.rss)} (node before filling: ${mb(before)}; ` +
-      `hot state ≈ ${mb(after.rss - before)}, ${Math.round(perKey)} B/key, ${((2 ** 30 / perKey) / 1e6).toFixed(1)} M keys per GB; ` +
+      `hot state ≈ ${mb(after.rss - before)}, ${Math.round(bytes)} B/key, ${((2 ** 30 / bytes) / 1e6).toFixed(1)} M keys per GB; ` +
       `JS heap ${mb(after.heapUsed)}); filled in ${(fillMs / 1000).toFixed(1)} s; a filled key validates from memory: ${answer.valid}`,
   )
   console.log(`MEMORY ${JSON.stringify({ layout, keys: hot.size, rss: after.rss, before, heap: after.heapUsed, fillMs, valid: answer.valid })}`)
