@@ -44,7 +44,7 @@ test('random puts, changes and deletes: the same answers as a Map, within the bo
         plan: step % 3 ? 'pro' : null,
         expiresAt: step % 5 ? Date.now() + step : null,
         limit: step % 7,
-        devices: step % 6 === 0 ? [] : step % 6 === 1 ? [fp(), fp()] : step % 6 === 2 ? ['not-hex'] : [fp()],
+        devices: step % 6 === 0 ? [] : step % 6 === 1 ? [fp(), fp(), fp()] : step % 6 === 2 ? ['not-hex'] : step % 6 === 3 ? [fp(), 'not-hex'] : [fp()],
         entitlements: step % 4 === 0 ? Object.freeze({ pro: true as const }) : NO_ENTITLEMENTS,
         graceMs: step % 2 ? 86_400_000 : 0,
         keep: step % 3 === 0,
@@ -63,7 +63,7 @@ test('random puts, changes and deletes: the same answers as a Map, within the bo
       expect(table.delete(key)).toBe(model.delete(key))
     } else if (op < 0.8) {
       const e = table.find(key)
-      const d = fp()
+      const d = step % 9 === 0 ? `not-hex-${step}` : step % 11 === 0 ? fp().toUpperCase() : fp()
       if (e >= 0) {
         const before = table.gen[e]
         expect(table.addDevice(e, d)).toBe(true)
@@ -98,4 +98,18 @@ test('keys that differ only past their first bytes are different keys', () => {
   table.set(b.toString('base64'), row({ productId: 'b' }), 0)
   expect(table.row(table.find(a.toString('base64'))).productId).toBe('a')
   expect(table.row(table.find(b.toString('base64'))).productId).toBe('b')
+})
+
+test('devices are compared exactly, as the strings they were', () => {
+  const table = new KeyTable(10)
+  const key = digest()
+  const [a, b] = [fp(), fp()]
+  const e = table.set(key, row({ devices: [a] }), 0)
+  expect(table.addDevice(e, a)).toBe(false)
+  expect(table.addDevice(e, a.toUpperCase())).toBe(true) // not the same string: another device, as before packing
+  expect(table.addDevice(e, b)).toBe(true)
+  expect(table.row(e).devices).toEqual([a, a.toUpperCase(), b])
+  const f = table.set(digest(), row({ devices: [a, b] }), 0)
+  expect(table.addDevice(f, b)).toBe(false)
+  expect(table.row(f).devices).toEqual([a, b])
 })

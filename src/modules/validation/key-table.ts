@@ -7,9 +7,9 @@
 //   bytes, never a prefix. Deletion shifts the probe run back (no tombstones).
 // - Fields: status and booleans in one 16-bit word; expiry, load time and grace as doubles (NaN: no
 //   expiry); the limit as an int; account, product, plan and policy as ids into a counted string table.
-// - Devices: the first one as 32 bytes inline. Out of line (a Map by entry) only what most keys lack:
-//   a second device (then the whole list moves there, as strings), a fingerprint that is not 64
-//   lower-case hex, entitlements that are not empty, a policy key's own terms.
+// - Devices: the first one as 32 bytes inline, more (rare) out of line as bytes (key-devices.ts).
+//   Also out of line (a Map by entry), only for the keys that have them: entitlements that are not
+//   empty, a policy key's own terms.
 // - The field arrays are allocated once for `capacity` entries; pages the kernel has not handed out
 //   cost nothing, so an empty table costs its index alone (which grows by doubling).
 // - CLOCK eviction over entries: a hit sets USED, the hand clears it and evicts an entry without it.
@@ -19,11 +19,11 @@ import { randomBytes } from 'node:crypto'
 import type { Entitlements } from '../../core/entitlements'
 import { StringIds } from '../../infra/string-ids'
 import type { KeyRow, KeyStatus, OwnTerms } from './hot-state'
-import { digestWords, packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
+import { EntryDevices } from './key-devices'
+import { digestWords } from './packed-digests'
 
 /** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
 export const NO_ENTITLEMENTS = Object.freeze({}) as Entitlements
-const NO_DEVICES: readonly string[] = Object.freeze([])
 const STATUSES: readonly KeyStatus[] = ['active', 'revoked', 'suspended', 'expired']
 const STATUS_BITS = 3
 const LIVE = 1 << 2
@@ -31,9 +31,7 @@ const KEEP = 1 << 3
 const ONE_KEY_PER_DEVICE = 1 << 4
 const METERED = 1 << 5
 const USED = 1 << 6
-const INLINE_DEVICE = 1 << 7
-const OUT_DEVICES = 1 << 8
-const OUT_TERMS = 1 << 9
+const OUT_TERMS = 1 << 7
 const NONE = -1
 
 /** What a key holds besides its fields and devices, when it is not the usual nothing. */
@@ -59,10 +57,9 @@ export class KeyTable {
   private readonly product: Int32Array
   private readonly plan: Int32Array
   private readonly policy: Int32Array
-  private readonly device: Uint8Array
   private readonly freeList: Int32Array
   private index = new Int32Array(1024)
-  private devices = new Map<number, readonly string[]>()
+  private readonly devices: EntryDevices
   private terms = new Map<number, Terms>()
   private strings = new StringIds()
   private readonly words = new Int32Array(8)
@@ -85,7 +82,7 @@ export class KeyTable {
     this.product = new Int32Array(capacity)
     this.plan = new Int32Array(capacity)
     this.policy = new Int32Array(capacity)
-    this.device = new Uint8Array(capacity * 32)
+    this.devices = new EntryDevices(capacity)
     this.freeList = new Int32Array(capacity)
   }
 
@@ -167,13 +164,7 @@ export class KeyTable {
       f |= OUT_TERMS
       this.terms.set(e, { entitlements: row.entitlements, own: row.own })
     }
-    const d = row.devices
-    const one = typeof d === 'string' ? d : d.length === 1 ? d[0] : null
-    if (one !== null && packFingerprint(one, this.device, e * 32)) f |= INLINE_DEVICE
-    else if (one !== null || d.length > 0) {
-      f |= OUT_DEVICES
-      this.devices.set(e, typeof d === 'string' ? [d] : [...d])
-    }
+    this.devices.set(e, row.devices)
     this.flags[e] = f
     return e
   }
@@ -186,7 +177,7 @@ export class KeyTable {
     if (this.plan[e] !== NONE) this.strings.release(this.plan[e])
     if (this.policy[e] !== NONE) this.strings.release(this.policy[e])
     if (f & OUT_TERMS) this.terms.delete(e)
-    if (f & OUT_DEVICES) this.devices.delete(e)
+    this.devices.drop(e)
   }
 
   /** Drops `key`; false when it was not held. */
@@ -248,20 +239,7 @@ export class KeyTable {
 
   /** Adds a device to entry `e` unless it holds it; true when added (the entry changed). */
   addDevice(e: number, fingerprint: string): boolean {
-    const f = this.flags[e]
-    if (f & INLINE_DEVICE) {
-      if (samePackedFingerprint(fingerprint, this.device, e * 32)) return false
-      this.devices.set(e, [unpackFingerprint(this.device, e * 32), fingerprint])
-      this.flags[e] = (f & ~INLINE_DEVICE) | OUT_DEVICES
-    } else if (f & OUT_DEVICES) {
-      const list = this.devices.get(e)!
-      if (list.includes(fingerprint)) return false
-      this.devices.set(e, [...list, fingerprint])
-    } else if (packFingerprint(fingerprint, this.device, e * 32)) this.flags[e] = f | INLINE_DEVICE
-    else {
-      this.devices.set(e, [fingerprint])
-      this.flags[e] = f | OUT_DEVICES
-    }
+    if (!this.devices.add(e, fingerprint)) return false
     this.gen[e]++
     return true
   }
@@ -273,12 +251,6 @@ export class KeyTable {
     const policy = this.policy[e]
     const terms = f & OUT_TERMS ? this.terms.get(e)! : null
     const expiresAt = this.expiresAt[e]
-    let devices: string | readonly string[] = NO_DEVICES
-    if (f & INLINE_DEVICE) devices = unpackFingerprint(this.device, e * 32)
-    else if (f & OUT_DEVICES) {
-      const list = this.devices.get(e)!
-      devices = list.length === 1 ? list[0] : list
-    }
     return {
       accountId: this.strings.get(this.account[e]),
       productId: this.strings.get(this.product[e]),
@@ -286,7 +258,7 @@ export class KeyTable {
       plan: plan === NONE ? null : this.strings.get(plan),
       expiresAt: Number.isNaN(expiresAt) ? null : expiresAt,
       limit: this.limit[e],
-      devices,
+      devices: this.devices.get(e),
       entitlements: terms?.entitlements ?? NO_ENTITLEMENTS,
       graceMs: this.graceMs[e],
       keep: (f & KEEP) !== 0,
@@ -301,7 +273,7 @@ export class KeyTable {
     for (let e = 0; e < this.top; e++) if (this.flags[e] & LIVE) this.gen[e]++ // outstanding objects go stale
     this.flags.fill(0, 0, this.top)
     this.index = new Int32Array(1024)
-    this.devices.clear()
+    this.devices.clear(this.top)
     this.terms.clear()
     this.strings.clear()
     this.count = this.top = this.freed = this.hand = 0

@@ -85,5 +85,10 @@ export function samePackedFingerprint(fp: string, bytes: Uint8Array, at: number)
   return true
 }
 
-/** The fingerprint packed at `at`, as its hex string. */
-export const unpackFingerprint = (bytes: Uint8Array, at: number) => Buffer.from(bytes.buffer, bytes.byteOffset + at, 32).toString('hex')
+const unpacked = Buffer.alloc(32)
+
+/** The fingerprint packed at `at`, as its hex string (copied through one reused buffer: no view object per call). */
+export function unpackFingerprint(bytes: Uint8Array, at: number): string {
+  for (let i = 0; i < 32; i++) unpacked[i] = bytes[at + i]
+  return unpacked.toString('hex')
+}
