@@ -18,54 +18,16 @@
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
-import { mergeEntitlements, type Entitlements, type OwnEntitlements } from '../../core/entitlements'
+import { mergeEntitlements } from '../../core/entitlements'
 import type { PolicyTerms } from './policy-cache'
 import type { Bus } from '../../infra/bus'
 import { AbsentKeys } from '../../infra/absent-keys'
 import { cacheLookupResults } from '../../infra/metrics'
 import { FRESH, ReadThroughCache } from '../../infra/read-through-cache'
 import { KeyTable, type PackedRow } from './key-table'
+import type { KeyRow } from './key-row'
 
-export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
-
-/** What Postgres says about one key (see repo.loadKeyState). */
-export interface KeyRow {
-  accountId: string
-  productId: string
-  status: KeyStatus
-  plan: string | null
-  /** epoch ms, null = perpetual */
-  expiresAt: number | null
-  limit: number
-  /** fingerprints (lower-case hex) of the active activations */
-  devices: string[]
-  /** the effective entitlements (one shared frozen object when none) */
-  entitlements: Entitlements
-  /** after expiresAt, valid (marked expired) this long */
-  graceMs: number
-  /** after_expiry keep: valid forever after expiry, marked expired */
-  keep: boolean
-  /**
-   * The key's policy, or null. With one, plan, limit, entitlements, graceMs and keep above are merged
-   * from `own` and the policy's terms on use (applyPolicy), so a policy edit needs no key reload.
-   */
-  policyId: string | null
-  own: OwnTerms | null
-  /** the policy's one_key_per_device: a new device is decided in Postgres even when the key looks full */
-  oneKeyPerDevice: boolean
-  /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credit-leases.ts) */
-  metered: boolean
-}
-
-/** What a key with a policy sets itself: an absent field is inherited. */
-export interface OwnTerms {
-  plan?: string | null
-  limit?: number
-  graceMs?: number
-  keep?: boolean
-  /** the key's own map: a null removes a code the policy gives */
-  entitlements: OwnEntitlements
-}
+export type { KeyRow, KeyStatus, OwnTerms } from './key-row'
 
 export interface KeyState extends Omit<KeyRow, 'devices'> {
   /** Active fingerprints: one device as the string itself (the common case), else an array. */

@@ -18,7 +18,7 @@
 import { randomBytes } from 'node:crypto'
 import type { Entitlements } from '../../core/entitlements'
 import { StringIds } from '../../infra/string-ids'
-import type { KeyRow, KeyStatus, OwnTerms } from './hot-state'
+import type { KeyRow, KeyStatus, OwnTerms } from './key-row'
 import { EntryDevices } from './key-devices'
 import { digestWords } from './packed-digests'
 
