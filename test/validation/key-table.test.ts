@@ -113,3 +113,33 @@ test('devices are compared exactly, as the strings they were', () => {
   expect(table.addDevice(f, b)).toBe(false)
   expect(table.row(f).devices).toEqual([a, b])
 })
+
+test('keys with many devices: chunks grow, move and are reused without mixing keys up', () => {
+  const table = new KeyTable(100)
+  const lists = new Map<string, string[]>()
+  for (let round = 0; round < 20; round++) {
+    for (let k = 0; k < 50; k++) {
+      const key = `key-${k}`
+      let e = table.find(key)
+      if (e < 0 || Math.random() < 0.2) {
+        const list = Array.from({ length: 1 + Math.floor(Math.random() * 5) }, fp)
+        e = table.set(key, row({ devices: list }), 0)
+        lists.set(key, list)
+      }
+      const more = Math.floor(Math.random() * 4)
+      for (let i = 0; i < more; i++) {
+        const d = fp()
+        expect(table.addDevice(e, d)).toBe(true)
+        lists.get(key)!.push(d)
+      }
+      if (Math.random() < 0.1) {
+        table.delete(key)
+        lists.delete(key)
+      }
+    }
+    for (const [key, list] of lists) {
+      const devices = table.row(table.find(key)).devices
+      expect(list.length === 1 ? [devices] : devices).toEqual(list)
+    }
+  }
+})

@@ -1,9 +1,11 @@
 // The active devices of the key table's entries (key-table.ts). Nearly every key has one device, so
 // each entry has room for one fingerprint inline (32 bytes in a slab allocated with the table); only a
-// key with more goes out of line, in a Map by entry, and even then as bytes: its other fingerprints
-// side by side in one Uint8Array (32 bytes each), not as strings. A fingerprint that is not 64
-// lower-case hex characters (the schema admits no other, so only old or hand-written rows) cannot be
-// packed: such a key keeps its whole list as strings.
+// key with more has its other fingerprints out of line, and even then as bytes, side by side in a
+// chunk of one shared arena (device-arena.ts), found through a 4-byte offset per entry: no object and
+// no Map entry per key. A fingerprint that is not 64 lower-case hex characters (the schema admits no
+// other, so only old or hand-written rows) cannot be packed: such a key keeps its whole list as
+// strings, in a Map by entry.
+import { DeviceArena } from './device-arena'
 import { packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
 
 const NO_DEVICES: readonly string[] = Object.freeze([])
@@ -11,7 +13,7 @@ const NO_DEVICES: readonly string[] = Object.freeze([])
 const NONE = 0
 /** One device, inline. */
 const ONE = 1
-/** The first inline, the others packed out of line. */
+/** The first inline, the others packed in the arena. */
 const PACKED = 2
 /** All of them out of line, as strings. */
 const STRINGS = 3
@@ -19,11 +21,15 @@ const STRINGS = 3
 export class EntryDevices {
   private readonly mode: Uint8Array
   private readonly first: Uint8Array
-  private more = new Map<number, Uint8Array | readonly string[]>()
+  /** Where each PACKED entry's chunk starts in the arena. */
+  private readonly chunkOf: Int32Array
+  private arena = new DeviceArena()
+  private strings = new Map<number, readonly string[]>()
 
   constructor(capacity: number) {
     this.mode = new Uint8Array(capacity)
     this.first = new Uint8Array(capacity * 32)
+    this.chunkOf = new Int32Array(capacity)
   }
 
   /** Holds `devices` for entry `e` (replacing what it held). */
@@ -36,14 +42,21 @@ export class EntryDevices {
       this.mode[e] = ONE
       return
     }
-    const rest = new Uint8Array((list.length - 1) * 32)
-    for (let i = 1; i < list.length; i++) if (!packFingerprint(list[i], rest, (i - 1) * 32)) return this.keepStrings(e, list)
-    this.more.set(e, rest)
+    let chunk = this.arena.alloc(list.length - 1)
+    for (let i = 1; i < list.length; i++) {
+      const next = this.arena.push(chunk, list[i])
+      if (next < 0) {
+        this.arena.free(chunk)
+        return this.keepStrings(e, list)
+      }
+      chunk = next
+    }
+    this.chunkOf[e] = chunk
     this.mode[e] = PACKED
   }
 
   private keepStrings(e: number, list: readonly string[]) {
-    this.more.set(e, [...list])
+    this.strings.set(e, [...list])
     this.mode[e] = STRINGS
   }
 
@@ -51,12 +64,9 @@ export class EntryDevices {
   has(e: number, fingerprint: string): boolean {
     const mode = this.mode[e]
     if (mode === NONE) return false
-    if (mode === STRINGS) return (this.more.get(e) as readonly string[]).includes(fingerprint)
+    if (mode === STRINGS) return this.strings.get(e)!.includes(fingerprint)
     if (samePackedFingerprint(fingerprint, this.first, e * 32)) return true
-    if (mode === ONE) return false
-    const rest = this.more.get(e) as Uint8Array
-    for (let at = 0; at < rest.length; at += 32) if (samePackedFingerprint(fingerprint, rest, at)) return true
-    return false
+    return mode === PACKED && this.arena.has(this.chunkOf[e], fingerprint)
   }
 
   /** Adds a device to entry `e`; false when it already holds it. */
@@ -64,15 +74,19 @@ export class EntryDevices {
     if (this.has(e, fingerprint)) return false
     const mode = this.mode[e]
     if (mode === NONE) this.set(e, fingerprint)
-    else if (mode === STRINGS) this.keepStrings(e, [...(this.more.get(e) as readonly string[]), fingerprint])
+    else if (mode === STRINGS) this.keepStrings(e, [...this.strings.get(e)!, fingerprint])
     else {
-      const rest = mode === PACKED ? (this.more.get(e) as Uint8Array) : new Uint8Array(0)
-      const next = new Uint8Array(rest.length + 32)
-      next.set(rest)
-      if (packFingerprint(fingerprint, next, rest.length)) {
-        this.more.set(e, next)
+      const chunk = mode === PACKED ? this.chunkOf[e] : this.arena.alloc(1)
+      const next = this.arena.push(chunk, fingerprint)
+      if (next >= 0) {
+        this.chunkOf[e] = next
         this.mode[e] = PACKED
-      } else this.keepStrings(e, [...this.list(e), fingerprint])
+      } else {
+        if (mode === ONE) this.arena.free(chunk)
+        const list = [...this.list(e), fingerprint]
+        this.drop(e)
+        this.keepStrings(e, list)
+      }
     }
     return true
   }
@@ -88,24 +102,24 @@ export class EntryDevices {
 
   private list(e: number): readonly string[] {
     const mode = this.mode[e]
-    if (mode === STRINGS) return this.more.get(e) as readonly string[]
+    if (mode === STRINGS) return this.strings.get(e)!
     if (mode === NONE) return NO_DEVICES
     const list = [unpackFingerprint(this.first, e * 32)]
-    if (mode === PACKED) {
-      const rest = this.more.get(e) as Uint8Array
-      for (let at = 0; at < rest.length; at += 32) list.push(unpackFingerprint(rest, at))
-    }
+    if (mode === PACKED) this.arena.list(this.chunkOf[e], list)
     return list
   }
 
   drop(e: number) {
-    if (this.mode[e] >= PACKED) this.more.delete(e)
+    const mode = this.mode[e]
+    if (mode === PACKED) this.arena.free(this.chunkOf[e])
+    else if (mode === STRINGS) this.strings.delete(e)
     this.mode[e] = NONE
   }
 
   /** Forgets every entry's devices (`top`: entries handed out so far). */
   clear(top: number) {
     this.mode.fill(NONE, 0, top)
-    this.more.clear()
+    this.arena = new DeviceArena()
+    this.strings.clear()
   }
 }
