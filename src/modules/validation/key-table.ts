@@ -5,7 +5,7 @@
 // - The digest (32 bytes, as 8 words) is the key: an open-addressing index (linear probing, a slot
 //   holds entry + 1) finds an entry by a seeded mix of its first two words, and a hit compares all 32
 //   bytes, never a prefix. Deletion shifts the probe run back (no tombstones).
-// - Fields: status and booleans in one 16-bit word; expiry, load time and grace as doubles (NaN: no
+// - Fields: status and booleans in one byte; expiry, load time and grace as doubles (NaN: no
 //   expiry); the limit as an int; account, product, plan and policy as ids into a counted string table.
 // - Devices: the first one as 32 bytes inline, more (rare) out of line as bytes (key-devices.ts).
 //   Also out of line (a Map by entry), only for the keys that have them: entitlements that are not
@@ -49,7 +49,7 @@ export class KeyTable {
   /** When each entry's read started (epoch ms). */
   readonly loadedAt: Float64Array
   private readonly digest: Int32Array
-  private readonly flags: Uint16Array
+  private readonly flags: Uint8Array
   private readonly expiresAt: Float64Array
   private readonly graceMs: Float64Array
   private readonly limit: Int32Array
@@ -74,7 +74,7 @@ export class KeyTable {
     this.gen = new Uint32Array(capacity)
     this.loadedAt = new Float64Array(capacity)
     this.digest = new Int32Array(capacity * 8)
-    this.flags = new Uint16Array(capacity)
+    this.flags = new Uint8Array(capacity)
     this.expiresAt = new Float64Array(capacity)
     this.graceMs = new Float64Array(capacity)
     this.limit = new Int32Array(capacity)
