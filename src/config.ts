@@ -140,7 +140,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     webhookTimeoutMs: int(e.WEBHOOK_TIMEOUT_MS, 15_000),
     workers,
     cacheTtlMs: int(e.CACHE_TTL_MS, 60_000),
-    cacheMaxKeys: int(e.CACHE_MAX_KEYS, 1_000_000), // ≈ 420 B per key: about 470 MB of RSS when full
+    cacheMaxKeys: int(e.CACHE_MAX_KEYS, 1_000_000), // ≈ 140 B per key (one device): about 215 MB of node RSS when full
     cacheMaxUnknownKeys: int(e.CACHE_MAX_UNKNOWN_KEYS, 65_536), // ≈ 100 B per entry: about 6 MB when full; 0 keeps none
     degradedTtlMs: int(e.DEGRADED_TTL_MS, 2_000),
     sweepIntervalMs: int(e.SWEEP_INTERVAL_MS, 1_000),

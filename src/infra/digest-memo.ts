@@ -10,33 +10,34 @@
 // Direct-mapped: fixed memory, no eviction bookkeeping; a newer secret simply takes the slot.
 import { randomBytes } from 'node:crypto'
 
-interface Slot {
+interface Slot<T> {
   first: number
   second: bigint
   length: number
-  digest: string
+  digest: T
 }
 
-export class DigestMemo {
-  private slots: (Slot | undefined)[]
+/** `T`: the digest, or an object that holds it (the validate engine keeps a KeyRef: the digest and what it found last). */
+export class DigestMemo<T = string> {
+  private slots: (Slot<T> | undefined)[]
   private readonly mask: number
   private readonly seedA = randomBytes(4).readUInt32LE()
   private readonly seedB = randomBytes(8).readBigUInt64LE()
 
   /** `size`: slots, a power of two. */
   constructor(size: number) {
-    this.slots = new Array<Slot | undefined>(size).fill(undefined)
+    this.slots = new Array<Slot<T> | undefined>(size).fill(undefined)
     this.mask = size - 1
   }
 
-  get(secret: string): string | undefined {
+  get(secret: string): T | undefined {
     const first = Bun.hash.xxHash32(secret, this.seedA)
     const slot = this.slots[first & this.mask]
     if (slot === undefined || slot.first !== first || slot.length !== secret.length) return undefined
     return slot.second === Bun.hash.wyhash(secret, this.seedB) ? slot.digest : undefined
   }
 
-  set(secret: string, digest: string) {
+  set(secret: string, digest: T) {
     const first = Bun.hash.xxHash32(secret, this.seedA)
     this.slots[first & this.mask] = { first, second: Bun.hash.wyhash(secret, this.seedB), length: secret.length, digest }
   }

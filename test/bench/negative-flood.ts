@@ -24,13 +24,13 @@ class SharedSpace extends HotState {
   }
   protected override keep(k: string, state: KeyState | null, at: number) {
     if (state !== null) return super.keep(k, state, at)
-    this.known.delete(k)
+    this.table.delete(k)
     this.absentAt.set(k, at)
     // one bound for both kinds, evicted in queue order: a victim of either kind, in proportion (as CLOCK over a mixed queue)
-    while (this.known.size + this.absentAt.size > KNOWN) {
-      const victim = this.absentAt.size > 0 && Math.random() < this.absentAt.size / (this.known.size + this.absentAt.size)
+    while (this.table.size + this.absentAt.size > KNOWN) {
+      const victim = this.absentAt.size > 0 && Math.random() < this.absentAt.size / (this.table.size + this.absentAt.size)
       if (victim) this.absentAt.delete(this.absentAt.keys().next().value!)
-      else this.known.delete(this.known.keys().next().value!)
+      else this.table.evictOne()
     }
   }
   override get unknownSize() {

@@ -3,7 +3,8 @@
 // same JSON body answered from a Map, as in validate.ts) are called directly on prebuilt Requests, in
 // alternating slices, and the CPU time per call is reported (median over the slices). Kernel and HTTP
 // parsing costs are the same for every handler, so this isolates the stack's own work, which the wrk
-// benchmark sees only through a lot of noise on a shared 2-core VM.
+// benchmark sees only through a lot of noise on a shared 2-core VM. The same engine over the previous
+// hot-state layout (test/bench/map-hot-state.ts) is one more handler of the rotation.
 //
 //   DATABASE_URL=postgres://… bun run bench:handler    (embedded PGlite otherwise; only setup touches it)
 //   BENCH_CALLS=5000 BENCH_ROUNDS=60   (short slices, many rounds: the VM's speed drifts over seconds)
@@ -19,6 +20,9 @@ import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
 import { mapHandler, strictHandler } from './validate-roles'
+import { MapHotState } from './map-hot-state'
+import { keyHashOf } from '../../src/modules/validation/hot-state'
+import { loadKeyState } from '../../src/modules/validation/repo'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60)
@@ -45,12 +49,23 @@ try {
   const signedHeaders = { ...headers, 'keyward-nonce': 'bench-nonce-0123456789abcdef_XYZ' }
   const requests = (h: Record<string, string>) =>
     Array.from({ length: CALLS }, () => new Request('http://127.0.0.1/v1/validate', { method: 'POST', headers: h, body }))
+  // The same engine over the previous hot-state layout (map-hot-state.ts), swapped in for its slices:
+  // what the packed layout (key-table.ts) changes on the hot path, measured in this process.
+  const engine = node.deps.validation
+  const packedHot = engine.hot
+  const { config: c, sql, bus } = node.deps
+  const mapHot = new MapHotState((hotKey) => loadKeyState(sql, keyHashOf(hotKey)), { ttlMs: c.cacheTtlMs, degradedTtlMs: c.degradedTtlMs, maxKeys: c.cacheMaxKeys }, bus)
+  const using = (hot: unknown) => (req: Request) => {
+    ;(engine as { hot: unknown }).hot = hot
+    return full(req)
+  }
   const handlers: [string, (r: Request) => Response | Promise<Response>, Record<string, string>][] = [
     ['only building the Request (subtracted)', () => new Response(null), headers],
     ['(a) Bun.serve handler: JSON + Map', baseline, headers],
-    ['Keyward fast path (full stack)', full, headers],
-    ['the same, signed (Keyward-Nonce)', full, signedHeaders],
+    ['Keyward fast path (full stack)', using(packedHot), headers],
+    ['the same, signed (Keyward-Nonce)', using(packedHot), signedHeaders],
     ['(s) strict minimal endpoint', strict, headers],
+    ['full stack, previous hot-state layout', using(mapHot), headers],
   ]
   const cpuNs = handlers.map(() => [] as number[])
   for (let round = 0; round < ROUNDS + 1; round++) {
@@ -78,6 +93,11 @@ try {
     `(full / (a) per call: ${median(f.map((x, i) => x / a[i])).toFixed(2)}x)`)
   console.log(`  the stack's own work over (s) strict minimal: ${median(f.map((x, i) => x - strictNs![i]!)).toFixed(0)} ns per call`)
   console.log(`  a signed answer over an unsigned one: ${median(s.map((x, i) => x - f[i])).toFixed(0)} ns per call`)
+  const previous = cpuNs[5]
+  console.log(`  packed hot state over the previous layout: ${median(f.map((x, i) => x - previous[i])).toFixed(0)} ns per call ` +
+    `(full stack, packed / previous per call: ${median(f.map((x, i) => x / previous[i])).toFixed(3)}x)`)
+  ;(engine as { hot: unknown }).hot = packedHot
+  mapHot.close()
 } finally {
   await node.stop()
   await db?.drop()

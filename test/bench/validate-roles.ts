@@ -9,7 +9,9 @@
 //                   on every answer of a client route (Access-Control-Allow-Origin, -Expose-Headers)
 //   node-per-query  baseline (b): a Keyward node whose hot key state is bypassed (one query per call)
 //   pg              reference: bare Bun.serve answering from one Postgres query per request
-//   memory  a node whose hot state is filled with BENCH_KEYS keys; prints its resident memory
+//   memory          a node whose hot state is filled with BENCH_KEYS keys (BENCH_DEVICES devices each,
+//                   default 1); prints its resident memory
+//                   (BENCH_LAYOUT=map: the previous layout, map-hot-state.ts, in place of the packed one)
 //   map-signed      (a′), and with a Keyward-Nonce one Ed25519 signature over the answer, as the node
 //                   signs (signed-validate.ts: the most signing can keep of the unsigned throughput)
 import { generateKeyPairSync, hash, randomBytes } from 'node:crypto'
@@ -21,6 +23,7 @@ import { migrate } from '../../src/infra/migrate'
 import { startNode } from '../../src/node'
 import { keyHashOf } from '../../src/modules/validation/hot-state'
 import { loadKeyState, NO_ENTITLEMENTS } from '../../src/modules/validation/repo'
+import { MapHotState } from './map-hot-state'
 
 const env = process.env
 
@@ -170,6 +173,7 @@ const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(0)} MB`
 
 async function memoryFigure() {
   const n = Number(env.BENCH_KEYS ?? 1_000_000)
+  const devicesPerKey = Number(env.BENCH_DEVICES ?? 1)
   const config = loadConfig({
     PORT: '0',
     HOST: '127.0.0.1',
@@ -179,9 +183,17 @@ async function memoryFigure() {
     SECRET_KEY: env.SECRET_KEY,
     DATA_DIR: env.DATA_DIR,
     DATABASE_URL: env.BENCH_DB || undefined,
+    CACHE_MAX_KEYS: String(Math.max(n, 1_000_000)), // the default, or room for every key filled
   })
   const node = await startNode(config)
-  const hot = node.deps.validation.hot
+  const engine = node.deps.validation
+  const layout = env.BENCH_LAYOUT === 'map' ? 'map' : 'packed'
+  if (layout === 'map') {
+    engine.hot.close()
+    const opts = { ttlMs: config.cacheTtlMs, degradedTtlMs: config.degradedTtlMs, maxKeys: config.cacheMaxKeys, maxUnknownKeys: config.cacheMaxUnknownKeys }
+    ;(engine as { hot: unknown }).hot = new MapHotState((hotKey) => loadKeyState(node.deps.sql, keyHashOf(hotKey)), opts, node.deps.bus)
+  }
+  const hot = engine.hot
   Bun.gc(true)
   await Bun.sleep(200)
   const before = process.memoryUsage().rss
@@ -208,7 +220,7 @@ async function memoryFigure() {
       plan: i % 2 ? 'pro' : null,
       expiresAt: i % 3 ? Date.now() + 86_400_000 * 365 : null,
       limit: 3,
-      devices: [i === 0 ? probeFp : randomBytes(32).toString('hex')],
+      devices: Array.from({ length: devicesPerKey }, (_, d) => (i === 0 && d === 0 ? probeFp : randomBytes(32).toString('hex'))),
       entitlements: NO_ENTITLEMENTS,
       graceMs: 0,
       keep: false,
@@ -229,11 +241,13 @@ async function memoryFigure() {
     body: JSON.stringify({ key: probeKey, device_fingerprint: probeFp }),
   })
   const answer = (await probe.json()) as { valid: boolean }
+  const bytes = (after.rss - before) / n
   console.log(
-    `  ${hot.size.toLocaleString('en')} keys: RSS ${mb(after.rss)} (node before filling: ${mb(before)}; ` +
-      `hot state ≈ ${mb(after.rss - before)}, ${Math.round((after.rss - before) / n)} B/key; JS heap ${mb(after.heapUsed)}) ` +
-      `target <= 512 MB; filled in ${(fillMs / 1000).toFixed(1)} s; a filled key validates from memory: ${answer.valid}`,
+    `  ${layout.padEnd(6)} ${hot.size.toLocaleString('en')} keys: RSS ${mb(after.rss)} (node before filling: ${mb(before)}; ` +
+      `hot state ≈ ${mb(after.rss - before)}, ${Math.round(bytes)} B/key, ${((2 ** 30 / bytes) / 1e6).toFixed(1)} M keys per GB; ` +
+      `JS heap ${mb(after.heapUsed)}); filled in ${(fillMs / 1000).toFixed(1)} s; a filled key validates from memory: ${answer.valid}`,
   )
+  console.log(`MEMORY ${JSON.stringify({ layout, keys: hot.size, rss: after.rss, before, heap: after.heapUsed, fillMs, valid: answer.valid })}`)
   await node.stop()
   process.exit(0)
 }

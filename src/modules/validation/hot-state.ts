@@ -5,69 +5,34 @@
 // down, collapsed loads, invalidation of loads in flight, answers during a Postgres outage) is the
 // shared read-through cache's rule (infra/read-through-cache.ts).
 //
-// - Compact, so a million keys fit in well under 512 MB: entries are keyed by the digest in base64
-//   (44 characters; the bus and Postgres speak hex, converted at those edges, never per request), a
-//   single device is held as its string rather than a one-element array, and repeated strings
-//   (account, product, plan) are interned.
+// - Compact: known keys are packed into typed arrays (key-table.ts: the 32-byte digest, fields packed,
+//   the first device as 32 bytes, anything rarer out of line), about 140 bytes of RSS per key with one
+//   device, so a node holds about 7 million keys per GB (docs/performance.md, "Memory"). Keys are the
+//   digest in base64 (44 characters; the bus and Postgres speak hex, converted at those edges).
+// - Objects only where used: callers get a KeyState object made from the entry. The one made last is
+//   kept while the entry is unchanged (its generation): in the engine's memo of key values (KeyRef, so
+//   a repeated key costs no decoding and no probe) and in a small direct-mapped table (VIEWS). Saved
+//   answers hang off those objects, so they exist for recently used keys only.
 // - Bounded: at most `maxKeys` known keys, evicted in approximate LRU order (CLOCK: a hit sets a bit,
-//   eviction gives a set bit one more round), so a hit costs one property write, not a Map re-insert.
+//   eviction gives a set bit one more round), so a hit costs one write into a typed array.
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
-import { mergeEntitlements, type Entitlements, type OwnEntitlements } from '../../core/entitlements'
+import { mergeEntitlements } from '../../core/entitlements'
 import type { PolicyTerms } from './policy-cache'
 import type { Bus } from '../../infra/bus'
 import { AbsentKeys } from '../../infra/absent-keys'
 import { cacheLookupResults } from '../../infra/metrics'
 import { FRESH, ReadThroughCache } from '../../infra/read-through-cache'
+import { KeyTable, type PackedRow } from './key-table'
+import type { KeyRow } from './key-row'
 
-export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
-
-/** What Postgres says about one key (see repo.loadKeyState). */
-export interface KeyRow {
-  accountId: string
-  productId: string
-  status: KeyStatus
-  plan: string | null
-  /** epoch ms, null = perpetual */
-  expiresAt: number | null
-  limit: number
-  /** fingerprints (lower-case hex) of the active activations */
-  devices: string[]
-  /** the effective entitlements (one shared frozen object when none) */
-  entitlements: Entitlements
-  /** after expiresAt, valid (marked expired) this long */
-  graceMs: number
-  /** after_expiry keep: valid forever after expiry, marked expired */
-  keep: boolean
-  /**
-   * The key's policy, or null. With one, plan, limit, entitlements, graceMs and keep above are merged
-   * from `own` and the policy's terms on use (applyPolicy), so a policy edit needs no key reload.
-   */
-  policyId: string | null
-  own: OwnTerms | null
-  /** the policy's one_key_per_device: a new device is decided in Postgres even when the key looks full */
-  oneKeyPerDevice: boolean
-  /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credit-leases.ts) */
-  metered: boolean
-}
-
-/** What a key with a policy sets itself: an absent field is inherited. */
-export interface OwnTerms {
-  plan?: string | null
-  limit?: number
-  graceMs?: number
-  keep?: boolean
-  /** the key's own map: a null removes a code the policy gives */
-  entitlements: OwnEntitlements
-}
+export type { KeyRow, KeyStatus, OwnTerms } from './key-row'
 
 export interface KeyState extends Omit<KeyRow, 'devices'> {
   /** Active fingerprints: one device as the string itself (the common case), else an array. */
   devices: string | readonly string[]
   loadedAt: number
-  /** CLOCK bit: set on a hit, cleared when eviction passes over the entry */
-  used: boolean
   /** The policy terms the effective fields were merged from (compared by identity: a reload is a new object). */
   mergedFrom: PolicyTerms | null
   /**
@@ -75,6 +40,19 @@ export interface KeyState extends Omit<KeyRow, 'devices'> {
    * and the expired flag are the same; cleared whenever the effective fields change (applyPolicy).
    */
   answer: object | null
+  /** The table entry this object was made from (-1: never stored), and that entry's generation then. */
+  slot: number
+  gen: number
+}
+
+/**
+ * A key value's place in the hot state as the engine remembers it between calls (in its memo of key
+ * values): the digest, and the object last answered for it, which answers again while its entry is
+ * unchanged (same generation) and fresh, with no digest decoded and no index probed.
+ */
+export interface KeyRef {
+  readonly hotKey: string
+  view: KeyState | null
 }
 
 /**
@@ -111,8 +89,12 @@ export const DEFAULT_MAX_UNKNOWN_KEYS = 65_536
 
 const { hit, negative_hit: negativeHit, miss, stale } = cacheLookupResults
 
-const MAX_INTERNED = 100_000
-const NO_DEVICES: readonly string[] = Object.freeze([])
+/**
+ * Objects made from entries, kept for reuse by callers that come with a digest string (the engine
+ * keeps its own through KeyRef): a direct-mapped table, so the objects (and saved answers) held
+ * besides the engine's memo are at most this many, however many keys the table holds.
+ */
+const VIEWS = 4096
 
 /** The hot-state key for a key_hash (hex, as stored and sent on the bus): the same digest in base64. */
 export const hotKeyOf = (keyHash: string) => Buffer.from(keyHash, 'hex').toString('base64')
@@ -130,15 +112,14 @@ export function deviceCount(state: KeyState): number {
 }
 
 export class HotState extends ReadThroughCache<KeyState> {
-  protected known = new Map<string, KeyState>()
+  protected table: KeyTable
   protected unknown: AbsentKeys
-  /** Account ids, product ids and plans repeat across keys: keep one copy of each string. */
-  private interned = new Map<string, string>()
+  private views: (KeyState | undefined)[] = new Array<KeyState | undefined>(VIEWS).fill(undefined)
   private unsubscribe: () => void = () => {}
 
   constructor(
     private loader: (hotKey: string) => Promise<KeyRow | null>,
-    private opts: HotStateOptions,
+    opts: HotStateOptions,
     bus?: Bus,
   ) {
     super({
@@ -147,6 +128,7 @@ export class HotState extends ReadThroughCache<KeyState> {
       trusted: opts.trusted,
       lookups: { hit, negativeHit, miss, stale },
     })
+    this.table = new KeyTable(opts.maxKeys)
     this.unknown = new AbsentKeys(opts.maxUnknownKeys ?? DEFAULT_MAX_UNKNOWN_KEYS)
     if (bus) {
       this.unsubscribe = bus.subscribe((msg) => {
@@ -161,7 +143,7 @@ export class HotState extends ReadThroughCache<KeyState> {
 
   /** Known keys held. */
   get size() {
-    return this.known.size
+    return this.table.size
   }
 
   /** Negative entries held. */
@@ -169,15 +151,43 @@ export class HotState extends ReadThroughCache<KeyState> {
     return this.unknown.size
   }
 
+  /**
+   * The engine's lookup: the object it holds for this key value answers again while its entry is
+   * unchanged and fresh (the shared rule); anything else takes `get` and remembers what it answered.
+   */
+  getRef(ref: KeyRef, now: number): KeyState | null | Promise<KeyState | null> {
+    const view = ref.view
+    if (view !== null && this.table.current(view.slot, view.gen) && this.freshness.check(view.loadedAt, now) === FRESH) {
+      this.table.markUsed(view.slot)
+      hit.inc()
+      return view
+    }
+    const state = this.get(ref.hotKey, now)
+    ref.view = state === null || state instanceof Promise ? null : state
+    return state
+  }
+
   /** A fresh known key answers here (the shared rule, no virtual lookup); anything else takes the shared path. */
   override get(hotKey: string, now = Date.now()): KeyState | null | Promise<KeyState | null> {
-    const state = this.known.get(hotKey)
-    if (state !== undefined && this.freshness.check(state.loadedAt, now) === FRESH) {
-      state.used = true
+    const e = this.table.find(hotKey)
+    if (e >= 0 && this.freshness.check(this.table.loadedAt[e], now) === FRESH) {
+      this.table.markUsed(e)
       hit.inc()
-      return state
+      return this.viewOf(e)
     }
     return super.get(hotKey, now)
+  }
+
+  /** The object for entry `e`: the one made last while the entry is unchanged, else a new one. */
+  private viewOf(e: number): KeyState {
+    const i = e & (VIEWS - 1)
+    const held = this.views[i]
+    if (held !== undefined && held.slot === e && this.table.current(e, held.gen)) return held
+    const view = this.toState(this.table.row(e), this.table.loadedAt[e])
+    view.slot = e
+    view.gen = this.table.gen[e]
+    this.views[i] = view
+    return view
   }
 
   protected read(hotKey: string, startedAt: number): Promise<KeyState | null> {
@@ -185,9 +195,10 @@ export class HotState extends ReadThroughCache<KeyState> {
   }
 
   protected lookup(hotKey: string): KeyState | undefined {
-    const state = this.known.get(hotKey)
-    if (state !== undefined) state.used = true
-    return state
+    const e = this.table.find(hotKey)
+    if (e < 0) return undefined
+    this.table.markUsed(e)
+    return this.viewOf(e)
   }
 
   protected absentSince(hotKey: string): number | undefined {
@@ -196,87 +207,69 @@ export class HotState extends ReadThroughCache<KeyState> {
 
   protected keep(hotKey: string, state: KeyState | null, loadedAt: number) {
     if (state === null) {
-      this.known.delete(hotKey)
+      this.table.delete(hotKey)
       this.unknown.set(hotKey, loadedAt)
     } else {
       this.unknown.delete(hotKey)
-      this.store(hotKey, state)
+      this.store(hotKey, state, loadedAt)
     }
   }
 
   protected drop(hotKey: string) {
-    this.known.delete(hotKey)
+    this.table.delete(hotKey)
     this.unknown.delete(hotKey)
   }
 
   protected dropAll() {
-    this.known.clear()
+    this.table.clear()
     this.unknown.clear()
+    this.views.fill(undefined)
   }
 
-  private intern(s: string): string {
-    const known = this.interned.get(s)
-    if (known !== undefined) return known
-    if (this.interned.size < MAX_INTERNED) this.interned.set(s, s)
-    return s
-  }
-
-  private toState(row: KeyRow, loadedAt: number): KeyState {
+  private toState(row: KeyRow | PackedRow, loadedAt: number): KeyState {
+    const d = row.devices
     return {
-      accountId: this.intern(row.accountId),
-      productId: this.intern(row.productId),
+      accountId: row.accountId,
+      productId: row.productId,
       status: row.status,
-      plan: row.plan === null ? null : this.intern(row.plan),
+      plan: row.plan,
       expiresAt: row.expiresAt,
       limit: row.limit,
-      devices: row.devices.length === 1 ? row.devices[0] : row.devices.length === 0 ? NO_DEVICES : row.devices,
+      devices: typeof d === 'string' || d.length !== 1 ? d : d[0],
       entitlements: row.entitlements,
       graceMs: row.graceMs,
       keep: row.keep,
-      policyId: row.policyId === null ? null : this.intern(row.policyId),
+      policyId: row.policyId,
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
       mergedFrom: null,
       answer: null,
       loadedAt,
-      used: false,
+      slot: -1,
+      gen: 0,
     }
   }
 
-  /** Puts a known key (newest position) and evicts past the bound. */
-  protected store(hotKey: string, state: KeyState) {
-    this.known.delete(hotKey)
-    this.known.set(hotKey, state)
-    if (this.known.size > this.opts.maxKeys) this.evict()
+  /** Puts a known key (evicting past the bound); the object read becomes the entry's object. */
+  protected store(hotKey: string, state: KeyState, loadedAt: number) {
+    const e = this.table.set(hotKey, state, loadedAt)
+    if (e < 0) return
+    state.slot = e
+    state.gen = this.table.gen[e]
+    this.views[e & (VIEWS - 1)] = state
   }
 
   /** Fills the state from a row already read (bulk warm-up, benchmarks). */
   put(hotKey: string, row: KeyRow, loadedAt = Date.now()) {
     this.unknown.delete(hotKey)
-    this.store(hotKey, this.toState(row, loadedAt))
-  }
-
-  private evict() {
-    while (this.known.size > this.opts.maxKeys) {
-      for (const [hash, state] of this.known) {
-        this.known.delete(hash)
-        if (state.used) {
-          state.used = false
-          this.known.set(hash, state) // second chance: to the back of the queue
-          continue
-        }
-        break
-      }
-    }
+    this.table.set(hotKey, row, loadedAt)
   }
 
   /** A device took a slot (here or on another node): add it without reading the key back. */
   addDevice(hotKey: string, fingerprint: string) {
-    const state = this.known.get(hotKey)
-    if (state === undefined || hasDevice(state, fingerprint)) return
-    const d = state.devices
-    state.devices = typeof d === 'string' ? [d, fingerprint] : d.length === 0 ? fingerprint : [...d, fingerprint]
+    const e = this.table.find(hotKey)
+    if (e >= 0) this.table.addDevice(e, fingerprint) // a change: objects made before it are out of date
   }
 
   close() {

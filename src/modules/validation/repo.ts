@@ -2,6 +2,7 @@ import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
 import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot-state'
+import { NO_ENTITLEMENTS } from './key-table'
 
 type StateRow = {
   account_id: string
@@ -19,8 +20,8 @@ type StateRow = {
   metered: boolean
 }
 
-/** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
-export const NO_ENTITLEMENTS = Object.freeze({}) as Entitlements
+/** Most keys unlock nothing: one shared frozen object rather than one per key in memory (key-table.ts). */
+export { NO_ENTITLEMENTS }
 
 /** Everything validate needs about one key, in one query; null when no key has this hash. */
 export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | null> {

@@ -17,7 +17,7 @@ import type { Principal } from '../../core/principal'
 import { missingEntitlements, type Entitlements } from '../../core/entitlements'
 import { claimSeat, releaseByHolder } from '../activations/service'
 import { listDevices } from './devices'
-import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyState } from './hot-state'
+import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyRef, type KeyState } from './hot-state'
 import { ImportedLookup, type Found } from './imported'
 import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
@@ -26,7 +26,7 @@ import { loadKeyState } from './repo'
 import { CreditLeases, type Spent, type SpentFrom } from './credit-leases'
 import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from './answers'
 
-/** Key value as sent → hot-state key, for recently validated keys (see infra/digest-memo.ts). */
+/** Key value as sent → its hot-state key and the entry's object last answered, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
 
 function rateLimited(limit: number | null): AppError {
@@ -60,7 +60,7 @@ export class ValidationEngine {
   /** This node's leases of metered keys' credits (credit-leases.ts). */
   readonly credits: CreditLeases
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
-  private keyValues = new DigestMemo(KNOWN_KEY_VALUES)
+  private keyValues = new DigestMemo<KeyRef>(KNOWN_KEY_VALUES)
   /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
   private imported: ImportedLookup
   /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
@@ -149,15 +149,16 @@ export class ValidationEngine {
   }
 
   private decide(who: Principal, body: ValidateBody, country: string | null, now: number): ValidateAnswer | Promise<ValidateAnswer> {
-    let hotKey = this.keyValues.get(body.key)
-    if (hotKey === undefined) {
+    let ref = this.keyValues.get(body.key)
+    if (ref === undefined) {
       // Keyward's format in its forgiving form, else an imported value exactly as typed (trimmed).
       const portable = portableKeyHash(body.key, 'base64')
       if (portable === null) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
-      hotKey = portable
-      this.keyValues.set(body.key, hotKey)
+      ref = { hotKey: portable, view: null }
+      this.keyValues.set(body.key, ref)
     }
-    const state = this.hot.get(hotKey, now)
+    const hotKey = ref.hotKey
+    const state = this.hot.getRef(ref, now)
     if (state instanceof Promise) return state.then((s) => this.withPolicy(who, body, country, hotKey, s, Date.now()))
     return this.withPolicy(who, body, country, hotKey, state, now)
   }
