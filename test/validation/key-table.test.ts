@@ -30,11 +30,12 @@ test('digests decode to their bytes', () => {
   }
 })
 
-test('random puts, changes and deletes: the same answers as a Map, within the bound', () => {
-  const cap = 500
+// 500: within the columns' first room; 3,000: the columns double twice as entries are handed out.
+for (const [cap, distinct] of [[500, 2000], [3000, 8000]] as const)
+test(`random puts, changes and deletes: the same answers as a Map, within the bound (${cap} entries)`, () => {
   const table = new KeyTable(cap)
   const model = new Map<string, PackedRow>()
-  const keys = Array.from({ length: 2000 }, digest)
+  const keys = Array.from({ length: distinct }, digest)
   for (let step = 0; step < 20_000; step++) {
     const key = keys[Math.floor(Math.random() * keys.length)]
     const op = Math.random()

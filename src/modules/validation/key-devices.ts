@@ -19,17 +19,24 @@ const PACKED = 2
 const STRINGS = 3
 
 export class EntryDevices {
-  private readonly mode: Uint8Array
-  private readonly first: Uint8Array
+  private mode: Uint8Array
+  private first: Uint8Array
   /** Where each PACKED entry's chunk starts in the arena. */
-  private readonly chunkOf: Int32Array
+  private chunkOf: Int32Array
   private arena = new DeviceArena()
   private strings = new Map<number, readonly string[]>()
 
-  constructor(capacity: number) {
-    this.mode = new Uint8Array(capacity)
-    this.first = new Uint8Array(capacity * 32)
-    this.chunkOf = new Int32Array(capacity)
+  constructor(entries: number) {
+    this.mode = new Uint8Array(entries)
+    this.first = new Uint8Array(entries * 32)
+    this.chunkOf = new Int32Array(entries)
+  }
+
+  /** Room for `entries` entries (the key table grows its columns together: key-table.ts `grow`). */
+  resize(entries: number) {
+    this.mode = resized(this.mode, entries)
+    this.first = resized(this.first, entries * 32)
+    this.chunkOf = resized(this.chunkOf, entries)
   }
 
   /** Holds `devices` for entry `e` (replacing what it held). */
@@ -122,4 +129,11 @@ export class EntryDevices {
     this.arena = new DeviceArena()
     this.strings.clear()
   }
+}
+
+/** A copy of `a` with room for `length` elements (the rest zero). */
+export function resized<T extends Uint8Array | Int32Array | Uint32Array | Float64Array>(a: T, length: number): T {
+  const b = new (a.constructor as new (n: number) => T)(length)
+  b.set(a.subarray(0, Math.min(a.length, length)))
+  return b
 }

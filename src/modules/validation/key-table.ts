@@ -10,8 +10,13 @@
 // - Devices: the first one as 32 bytes inline, more (rare) out of line as bytes (key-devices.ts).
 //   Also out of line (a Map by entry), only for the keys that have them: entitlements that are not
 //   empty, a policy key's own terms.
-// - The field arrays are allocated once for `capacity` entries; pages the kernel has not handed out
-//   cost nothing, so an empty table costs its index alone (which grows by doubling).
+// - The field arrays grow by doubling as entries are handed out, up to `capacity` (the index doubles
+//   too, at half load). Reserving them for `capacity` at once cost nothing in RSS (pages not yet
+//   touched), but JavaScriptCore counts a typed array's whole size toward its heap (≈120 MB for the
+//   default million keys), and with that heap the validate p99 was ≈1.3x worse at the same load
+//   (docs/performance.md, "Validate"). A doubling copies the columns once; with the index doubling at
+//   the same count, filling a table stalls the event loop ≈60 ms as it passes 524,288 keys, and about
+//   half that at each doubling before (measured filling 1,000,000 entries in a loop).
 // - CLOCK eviction over entries: a hit sets USED, the hand clears it and evicts an entry without it.
 // - A generation per entry, bumped whenever the entry is freed or changed, tells holders of an object
 //   made from it (hot-state.ts) that it is out of date.
@@ -19,7 +24,7 @@ import { randomBytes } from 'node:crypto'
 import type { Entitlements } from '../../core/entitlements'
 import { StringIds } from '../../infra/string-ids'
 import type { KeyRow, KeyStatus, OwnTerms } from './key-row'
-import { EntryDevices } from './key-devices'
+import { EntryDevices, resized } from './key-devices'
 import { digestWords } from './packed-digests'
 
 /** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
@@ -33,6 +38,8 @@ const METERED = 1 << 5
 const USED = 1 << 6
 const OUT_TERMS = 1 << 7
 const NONE = -1
+/** Entries the columns have room for at first (they double from there). */
+const FIRST_ROOM = 1024
 
 /** What a key holds besides its fields and devices, when it is not the usual nothing. */
 interface Terms {
@@ -44,20 +51,22 @@ interface Terms {
 export type PackedRow = Omit<KeyRow, 'devices'> & { devices: string | readonly string[] }
 
 export class KeyTable {
-  /** Entries' generations: bumped when an entry is freed or changed. */
-  readonly gen: Uint32Array
-  /** When each entry's read started (epoch ms). */
-  readonly loadedAt: Float64Array
-  private readonly digest: Int32Array
-  private readonly flags: Uint8Array
-  private readonly expiresAt: Float64Array
-  private readonly graceMs: Float64Array
-  private readonly limit: Int32Array
-  private readonly account: Int32Array
-  private readonly product: Int32Array
-  private readonly plan: Int32Array
-  private readonly policy: Int32Array
-  private readonly freeList: Int32Array
+  /** Entries' generations: bumped when an entry is freed or changed (read through the table: the array grows). */
+  gen: Uint32Array
+  /** When each entry's read started (epoch ms; read through the table: the array grows). */
+  loadedAt: Float64Array
+  private digest: Int32Array
+  private flags: Uint8Array
+  private expiresAt: Float64Array
+  private graceMs: Float64Array
+  private limit: Int32Array
+  private account: Int32Array
+  private product: Int32Array
+  private plan: Int32Array
+  private policy: Int32Array
+  private freeList: Int32Array
+  /** Entries the columns have room for (doubles up to `capacity`). */
+  private room: number
   private index = new Int32Array(1024)
   private readonly devices: EntryDevices
   private terms = new Map<number, Terms>()
@@ -71,19 +80,38 @@ export class KeyTable {
   private hand = 0
 
   constructor(readonly capacity: number) {
-    this.gen = new Uint32Array(capacity)
-    this.loadedAt = new Float64Array(capacity)
-    this.digest = new Int32Array(capacity * 8)
-    this.flags = new Uint8Array(capacity)
-    this.expiresAt = new Float64Array(capacity)
-    this.graceMs = new Float64Array(capacity)
-    this.limit = new Int32Array(capacity)
-    this.account = new Int32Array(capacity)
-    this.product = new Int32Array(capacity)
-    this.plan = new Int32Array(capacity)
-    this.policy = new Int32Array(capacity)
-    this.devices = new EntryDevices(capacity)
-    this.freeList = new Int32Array(capacity)
+    const room = (this.room = Math.min(capacity, FIRST_ROOM))
+    this.gen = new Uint32Array(room)
+    this.loadedAt = new Float64Array(room)
+    this.digest = new Int32Array(room * 8)
+    this.flags = new Uint8Array(room)
+    this.expiresAt = new Float64Array(room)
+    this.graceMs = new Float64Array(room)
+    this.limit = new Int32Array(room)
+    this.account = new Int32Array(room)
+    this.product = new Int32Array(room)
+    this.plan = new Int32Array(room)
+    this.policy = new Int32Array(room)
+    this.devices = new EntryDevices(room)
+    this.freeList = new Int32Array(room)
+  }
+
+  /** Doubles the columns' room (up to `capacity`), copying what they hold. */
+  private widen() {
+    const room = (this.room = Math.min(this.capacity, this.room * 2))
+    this.gen = resized(this.gen, room)
+    this.loadedAt = resized(this.loadedAt, room)
+    this.digest = resized(this.digest, room * 8)
+    this.flags = resized(this.flags, room)
+    this.expiresAt = resized(this.expiresAt, room)
+    this.graceMs = resized(this.graceMs, room)
+    this.limit = resized(this.limit, room)
+    this.account = resized(this.account, room)
+    this.product = resized(this.product, room)
+    this.plan = resized(this.plan, room)
+    this.policy = resized(this.policy, room)
+    this.devices.resize(room)
+    this.freeList = resized(this.freeList, room)
   }
 
   get size() {
@@ -139,6 +167,7 @@ export class KeyTable {
     else {
       if (this.count === this.capacity) this.evictOne()
       if ((this.count + 1) * 2 > this.index.length) this.grow()
+      if (this.freed === 0 && this.top === this.room) this.widen()
       e = this.freed > 0 ? this.freeList[--this.freed] : this.top++
       this.digest.set(w, e * 8)
       const index = this.index
