@@ -188,28 +188,19 @@ async function main() {
     // key (and its devices) with one Postgres query; everything else (auth, quota, logs) is the same.
     const perQueryNode = await startProcess([import.meta.path, 'node-per-query'], await freePort())
     const perQuery = await prepareBenchKey(perQueryNode.url)
+    // A minimal server of this file's roles (validate-roles.ts), on its own port, told the bench key.
+    const startRole = async (role: string) => {
+      const port = await freePort()
+      return startProcess([import.meta.path, role], port, { BENCH_PORT: String(port), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint, BENCH_ANSWER: bench.answer })
+    }
     // Baseline (a): minimal Bun.serve, same JSON body, answer from a Map.
-    const mapPort = await freePort()
-    const mapServer = await startProcess([import.meta.path, 'map'], mapPort, { BENCH_PORT: String(mapPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
+    const mapServer = await startRole('map')
     // Reference (a′): (a) that also reads Authorization and sends X-Request-Id, as every answer must.
-    const contractPort = await freePort()
-    const contractServer = await startProcess([import.meta.path, 'map-contract'], contractPort, { BENCH_PORT: String(contractPort), BENCH_KEY: bench.keyValue, BENCH_FP: bench.fingerprint })
+    const contractServer = await startRole('map-contract')
     // The strict minimal endpoint (no hashing, the key string looked up as sent): the issue-26 baseline.
-    const strictPort = await freePort()
-    const strictServer = await startProcess([import.meta.path, 'strict'], strictPort, {
-      BENCH_PORT: String(strictPort),
-      BENCH_KEY: bench.keyValue,
-      BENCH_FP: bench.fingerprint,
-      BENCH_ANSWER: bench.answer,
-    })
+    const strictServer = await startRole('strict')
     // Reference (s′): (s) with the two CORS headers the contract puts on every client-route answer.
-    const strictCorsPort = await freePort()
-    const strictCorsServer = await startProcess([import.meta.path, 'strict-cors'], strictCorsPort, {
-      BENCH_PORT: String(strictCorsPort),
-      BENCH_KEY: bench.keyValue,
-      BENCH_FP: bench.fingerprint,
-      BENCH_ANSWER: bench.answer,
-    })
+    const strictCorsServer = await startRole('strict-cors')
     // For reference: a minimal Bun.serve doing the check as one query (no auth cache, quota or logs).
     const rawPort = await freePort()
     const rawServer = await startProcess([import.meta.path, 'pg'], rawPort, {
