@@ -22,7 +22,8 @@ import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
 import { migrate } from '../../src/infra/migrate'
 import { startNode } from '../../src/node'
 import { keyHashOf } from '../../src/modules/validation/hot-state'
-import { loadKeyState, NO_ENTITLEMENTS } from '../../src/modules/validation/repo'
+import { NO_ENTITLEMENTS } from '../../src/modules/validation/key-row'
+import { loadKeyState } from '../../src/modules/validation/repo'
 import { MapHotState } from './map-hot-state'
 
 const env = process.env

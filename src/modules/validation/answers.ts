@@ -2,9 +2,10 @@
 // each. A valid answer changes only with its key's entry (a new device, a merged policy) and, once, when
 // the key's term ends: the entry's object keeps the last one it gave (KeyState.answer) and gives it
 // again while those are the same. Those objects exist only for keys in use (hot-state.ts), so saved
-// answers cost memory for recently validated keys only, not for every key held. Each such answer also carries its JSON text under a symbol (JSON.stringify
-// ignores symbol keys), so the door sends it without serializing again: measured on the hot path, the
-// answer's object, two ISO date strings and its JSON were ≈0.9 µs of every valid call.
+// answers cost memory for recently validated keys only, not for every key held. Each such answer also
+// carries its JSON text under a symbol (JSON.stringify ignores symbol keys), so the door sends it
+// without serializing again: measured on the hot path, the answer's object, two ISO date strings and
+// its JSON were ≈0.9 µs of every valid call.
 import type { Entitlements } from '../../core/entitlements'
 import type { Reason, ValidateAnswer } from './model'
 

@@ -7,6 +7,7 @@
 // - A chunk that fills up moves to one of the next class; freed chunks wait in a list per class and
 //   are reused first, so churn does not grow the arena.
 // - The arena doubles when full (a copy: it holds only the rare extra devices).
+import { resized } from '../../infra/typed-arrays'
 import { packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
 
 const packed = new Uint8Array(32)
@@ -23,11 +24,9 @@ export class DeviceArena {
     let at = this.freed[k]?.pop()
     if (at === undefined) {
       const size = 4 + 32 * (1 << k)
-      while (this.end + size > this.bytes.length) {
-        const bigger = new Uint8Array(this.bytes.length * 2)
-        bigger.set(this.bytes)
-        this.bytes = bigger
-      }
+      let length = this.bytes.length
+      while (this.end + size > length) length *= 2
+      if (length > this.bytes.length) this.bytes = resized(this.bytes, length)
       at = this.end
       this.end += size
     }

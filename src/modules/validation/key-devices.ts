@@ -5,6 +5,7 @@
 // no Map entry per key. A fingerprint that is not 64 lower-case hex characters (the schema admits no
 // other, so only old or hand-written rows) cannot be packed: such a key keeps its whole list as
 // strings, in a Map by entry.
+import { resized } from '../../infra/typed-arrays'
 import { DeviceArena } from './device-arena'
 import { packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
 
@@ -129,11 +130,4 @@ export class EntryDevices {
     this.arena = new DeviceArena()
     this.strings.clear()
   }
-}
-
-/** A copy of `a` with room for `length` elements (the rest zero). */
-export function resized<T extends Uint8Array | Int32Array | Uint32Array | Float64Array>(a: T, length: number): T {
-  const b = new (a.constructor as new (n: number) => T)(length)
-  b.set(a.subarray(0, Math.min(a.length, length)))
-  return b
 }

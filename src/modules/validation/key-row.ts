@@ -4,6 +4,9 @@ import type { Entitlements, OwnEntitlements } from '../../core/entitlements'
 
 export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
 
+/** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
+export const NO_ENTITLEMENTS = Object.freeze({}) as Entitlements
+
 /** What Postgres says about one key (see repo.loadKeyState). */
 export interface KeyRow {
   accountId: string

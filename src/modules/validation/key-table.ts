@@ -23,12 +23,11 @@
 import { randomBytes } from 'node:crypto'
 import type { Entitlements } from '../../core/entitlements'
 import { StringIds } from '../../infra/string-ids'
-import type { KeyRow, KeyStatus, OwnTerms } from './key-row'
-import { EntryDevices, resized } from './key-devices'
+import { NO_ENTITLEMENTS, type KeyRow, type KeyStatus, type OwnTerms } from './key-row'
+import { resized } from '../../infra/typed-arrays'
+import { EntryDevices } from './key-devices'
 import { digestWords } from './packed-digests'
 
-/** Most keys unlock nothing: one shared frozen object rather than one per key in memory. */
-export const NO_ENTITLEMENTS = Object.freeze({}) as Entitlements
 const STATUSES: readonly KeyStatus[] = ['active', 'revoked', 'suspended', 'expired']
 const STATUS_BITS = 3
 const LIVE = 1 << 2

@@ -2,7 +2,7 @@ import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
 import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot-state'
-import { NO_ENTITLEMENTS } from './key-table'
+import { NO_ENTITLEMENTS } from './key-row'
 
 type StateRow = {
   account_id: string
@@ -19,9 +19,6 @@ type StateRow = {
   own_fields: string[]
   metered: boolean
 }
-
-/** Most keys unlock nothing: one shared frozen object rather than one per key in memory (key-table.ts). */
-export { NO_ENTITLEMENTS }
 
 /** Everything validate needs about one key, in one query; null when no key has this hash. */
 export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | null> {
