@@ -12,19 +12,13 @@
 //
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench:past-cache
 import { randomBytes } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { loadConfig } from '../../src/config'
 import { hashKeyValue, keyPrefixOf, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
-import { createLogger } from '../../src/infra/log'
 import { cacheLookupResults } from '../../src/infra/metrics'
-import { startNode } from '../../src/node'
 import { Signers } from '../../src/modules/offline/signing-keys'
 import { fastValidate } from '../../src/modules/validation/fast-path'
-import { createDatabaseOn } from '../support/harness'
 import { ADMIN_TOKEN } from './fixture'
 import { median } from './stats'
+import { startInProcessNode } from './servers'
 
 const KEYS = Number(process.env.BENCH_KEYS ?? 50_000)
 const CACHE = Number(process.env.BENCH_CACHE ?? 2_000)
@@ -33,20 +27,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 3)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 
 if (!process.env.DATABASE_URL) throw new Error('set DATABASE_URL (a real Postgres: the misses are its queries)')
-const db = await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench')
-const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-past-cache-'))
-const config = loadConfig({
-  PORT: '0',
-  HOST: '127.0.0.1',
-  LOG_LEVEL: 'info', // the access log is part of the stack (written to /dev/null)
-  DEMO_ACCOUNT: 'false',
-  ADMIN_TOKEN,
-  SECRET_KEY: 'ab'.repeat(32),
-  DATA_DIR: dataDir,
-  DATABASE_URL: db.url,
-  CACHE_MAX_KEYS: String(CACHE),
-})
-const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
+const { node, stop } = await startInProcessNode('past-cache', { CACHE_MAX_KEYS: String(CACHE) })
 try {
   const call = async (path: string, token: string, body: unknown) =>
     (await fetch(node.url + path, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(body) })).json() as Promise<any>
@@ -119,7 +100,5 @@ try {
   console.log(`  past cache  (${KEYS.toLocaleString('en')} keys)  ${Math.round(median(past)).toLocaleString('en').padStart(8)} calls/s   ${latency(pastSlices)}; misses ${(median(missShares) * 100).toFixed(0)}% of lookups`)
   console.log(`  past cache / all hot: ${median(past.map((p, i) => p / hot[i])).toFixed(2)}x`)
 } finally {
-  await node.stop()
-  rmSync(dataDir, { recursive: true, force: true })
-  await db.drop()
+  await stop()
 }

@@ -8,17 +8,11 @@
 //
 //   DATABASE_URL=postgres://… bun run bench:handler    (embedded PGlite otherwise; only setup touches it)
 //   BENCH_CALLS=5000 BENCH_ROUNDS=60   (short slices, many rounds: the VM's speed drifts over seconds)
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { loadConfig } from '../../src/config'
-import { createLogger } from '../../src/infra/log'
-import { startNode } from '../../src/node'
 import { Signers } from '../../src/modules/offline/signing-keys'
 import { fastValidate } from '../../src/modules/validation/fast-path'
-import { createDatabaseOn } from '../support/harness'
-import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { prepareBenchKey } from './fixture'
 import { median } from './stats'
+import { startInProcessNode } from './servers'
 import { mapHandler, strictHandler } from './validate-roles'
 import { MapHotState } from './map-hot-state'
 import { keyHashOf } from '../../src/modules/validation/hot-state'
@@ -27,19 +21,7 @@ import { loadKeyState } from '../../src/modules/validation/repo'
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 60)
 
-const db = process.env.DATABASE_URL ? await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench') : null
-const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-handler-'))
-const config = loadConfig({
-  PORT: '0',
-  HOST: '127.0.0.1',
-  LOG_LEVEL: 'info', // the access log is part of the stack (written to /dev/null)
-  DEMO_ACCOUNT: 'false',
-  ADMIN_TOKEN,
-  SECRET_KEY: 'ab'.repeat(32),
-  DATA_DIR: dataDir,
-  ...(db ? { DATABASE_URL: db.url } : {}),
-})
-const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
+const { node, stop } = await startInProcessNode('handler')
 try {
   const { token, body, keyValue, fingerprint, answer } = await prepareBenchKey(node.url)
   const full = fastValidate(node.deps, node.deps.validation, new Signers(node.deps.sql, node.deps.secretKey))
@@ -99,7 +81,5 @@ try {
   ;(engine as { hot: unknown }).hot = packedHot
   mapHot.close()
 } finally {
-  await node.stop()
-  await db?.drop()
-  rmSync(dataDir, { recursive: true, force: true })
+  await stop()
 }
