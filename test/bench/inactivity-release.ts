@@ -7,17 +7,11 @@
 //
 //   DATABASE_URL=postgres://… bun test/bench/inactivity-release.ts   (NATS_URL too: invalidations over NATS)
 //   BENCH_ROUNDS=3 BENCH_IDLE_SWEEPS=50 BENCH_KEYS=100000 (devices: 10 per key; due: one on every tenth key)
-import { mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { loadConfig } from '../../src/config'
-import { createLogger } from '../../src/infra/log'
 import { releaseGraceMs, releaseInactiveActivations } from '../../src/modules/activations/inactivity-release'
 import { fastValidate } from '../../src/modules/validation/fast-path'
-import { startNode } from '../../src/node'
-import { createDatabaseOn } from '../support/harness'
-import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
+import { prepareBenchKey } from './fixture'
 import { median } from './stats'
+import { startInProcessNode } from './servers'
 import { Signers } from '../../src/modules/offline/signing-keys'
 
 if (!process.env.DATABASE_URL) throw new Error('DATABASE_URL is required (a real Postgres)')
@@ -28,21 +22,11 @@ const PER_KEY = 10
 const DUE = KEYS / 10
 const KNOWN_KEYS = 100
 
-const db = await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench')
-const dataDir = mkdtempSync(join(tmpdir(), 'keyward-bench-release-'))
-const config = loadConfig({
-  PORT: '0',
-  HOST: '127.0.0.1',
-  LOG_LEVEL: 'info',
-  DEMO_ACCOUNT: 'false',
-  ADMIN_TOKEN,
-  SECRET_KEY: 'ab'.repeat(32),
-  DATA_DIR: dataDir,
-  DATABASE_URL: db.url,
-  NATS_URL: process.env.NATS_URL,
+const { node, stop } = await startInProcessNode('release', {
+  ...(process.env.NATS_URL ? { NATS_URL: process.env.NATS_URL } : {}),
   SWEEP_INTERVAL_MS: '3600000', // this program runs the sweeps itself
 })
-const node = await startNode(config, { log: createLogger(config.logLevel, '/dev/null') })
+const config = node.deps.config
 const sql = node.deps.sql
 const graceMs = releaseGraceMs(config.flushIntervalMs)
 const sweep = () => releaseInactiveActivations(node.deps, { graceMs })
@@ -154,7 +138,5 @@ try {
   console.log(`  validate fast path in process: ${median(quiet).toFixed(0)} calls/s without a sweep, ` +
     `${median(during).toFixed(0)} calls/s during a sweep (${((median(during) / median(quiet)) * 100).toFixed(0)}%)`)
 } finally {
-  await node.stop()
-  await db.drop()
-  rmSync(dataDir, { recursive: true, force: true })
+  await stop()
 }
