@@ -51,11 +51,13 @@ async function events(n: number): Promise<string[]> {
   )
 }
 
+/** A delivery row (null once it succeeded: a delivery that succeeded is deleted, its attempt log stays). */
 const delivery = async (id: string) => {
+  // due: neither waiting for a retry (next_attempt_at) nor leased (leased_until)
   const [row] = await db.sql<{ status: string; attempts: number; due_in_ms: number }[]>`select status, attempts,
-      extract(epoch from next_attempt_at - now()) * 1000 as due_in_ms
+      extract(epoch from greatest(next_attempt_at, coalesce(leased_until, next_attempt_at)) - now()) * 1000 as due_in_ms
     from webhook_deliveries where id = ${id}`
-  return { ...row, due_in_ms: Number(row.due_in_ms) }
+  return row ? { ...row, due_in_ms: Number(row.due_in_ms) } : null
 }
 const attemptsOf = (id: string) =>
   db.sql<{ attempt: number; success: boolean; status_code: number | null; error: string | null; created_at: Date }[]>`select attempt,
@@ -76,8 +78,8 @@ test('one claim takes a batch of due deliveries, leases them and signs each; a s
     expect(job.attempts).toBe(0)
     expect(job.message.headers['webhook-signature']).toStartWith('v1,')
     const d = await delivery(job.deliveryId)
-    expect(d.status).toBe('pending')
-    expect(d.due_in_ms).toBeGreaterThan(LEASE_MS - 10_000) // leased, not due
+    expect(d?.status).toBe('pending')
+    expect(d!.due_in_ms).toBeGreaterThan(LEASE_MS - 10_000) // leased, not due
   }
   expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
 })
@@ -98,15 +100,16 @@ test('a batch of results with mixed outcomes is written in one statement, each a
   ])
   expect([...recorded].sort()).toEqual([succeeded, retried, failed, cancelledFail, cancelledOk].map((j) => j.deliveryId).sort())
 
-  expect(await delivery(succeeded.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
+  expect(await delivery(succeeded.deliveryId)).toBeNull() // succeeded: the row goes, the attempt log stays
   const r = await delivery(retried.deliveryId)
   expect(r).toMatchObject({ status: 'pending', attempts: 1 })
-  expect(r.due_in_ms).toBeGreaterThan(250_000) // the retry delay, not the lease
-  expect(r.due_in_ms).toBeLessThanOrEqual(300_000)
+  expect(r!.due_in_ms).toBeGreaterThan(250_000) // the retry delay, not the lease
+  expect(r!.due_in_ms).toBeLessThanOrEqual(300_000)
   expect(await delivery(failed.deliveryId)).toMatchObject({ status: 'failed', attempts: 1 })
   expect(await delivery(stale.deliveryId)).toMatchObject({ status: 'pending', attempts: 0 }) // untouched
   expect(await delivery(cancelledFail.deliveryId)).toMatchObject({ status: 'cancelled', attempts: 1 })
-  expect(await delivery(cancelledOk.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
+  expect(await delivery(cancelledOk.deliveryId)).toBeNull()
+  expect(await attemptsOf(cancelledOk.deliveryId)).toMatchObject([{ attempt: 1, success: true }])
 
   expect(await attemptsOf(succeeded.deliveryId)).toMatchObject([{ attempt: 1, success: true, status_code: 200, error: null }])
   expect(await attemptsOf(retried.deliveryId)).toMatchObject([{ attempt: 1, success: false, status_code: 500, error: 'HTTP 500' }])
@@ -128,7 +131,7 @@ test('a claim whose node died runs out: the delivery is claimed again after its 
   const [dead] = await claimDue(db.sql, KEY, 10, 400) // this node never sends nor records
   expect(dead.message.id).toBe(eventId)
   expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([]) // still leased
-  const [{ until }] = await db.sql<{ until: Date }[]>`select next_attempt_at as until from webhook_deliveries where id = ${dead.deliveryId}`
+  const [{ until }] = await db.sql<{ until: Date }[]>`select leased_until as until from webhook_deliveries where id = ${dead.deliveryId}`
 
   let again: Job[] = []
   for (const start = Date.now(); again.length === 0 && Date.now() - start < 10_000; ) {
@@ -142,8 +145,8 @@ test('a claim whose node died runs out: the delivery is claimed again after its 
   // The new claimer succeeds; the dead one's late result (same attempt number) is then dropped.
   expect([...(await logAttempts(db.sql, [rec(again[0], ok, { kind: 'succeeded' })]))]).toEqual([dead.deliveryId])
   expect([...(await logAttempts(db.sql, [rec(dead, err500, { kind: 'retry', delayMs: 1 })]))]).toEqual([])
-  expect(await delivery(dead.deliveryId)).toMatchObject({ status: 'succeeded', attempts: 1 })
-  expect((await attemptsOf(dead.deliveryId)).length).toBe(1)
+  expect(await delivery(dead.deliveryId)).toBeNull() // succeeded
+  expect(await attemptsOf(dead.deliveryId)).toMatchObject([{ attempt: 1, success: true }])
 })
 
 test('a delivery acknowledged 2xx is never claimed again, even once its lease would have run out', async () => {
@@ -199,12 +202,12 @@ test('a worker stopping releases the jobs it claimed but had not started: they a
     expect(rx.received[0].error).toBeNull()
 
     const rows = await db.sql<{ event_id: string; status: string; attempts: number; due: boolean }[]>`select event_id, status,
-        attempts, next_attempt_at <= now() as due
+        attempts, next_attempt_at <= now() and (leased_until is null or leased_until <= now()) as due
       from webhook_deliveries where webhook_id = ${webhookId} order by id`
-    expect(new Set(rows.map((r) => r.event_id))).toEqual(new Set(ids))
-    expect(rows.filter((r) => r.status === 'succeeded').map((r) => r.event_id)).toEqual([rx.received[0].payload!.id])
-    const rest = rows.filter((r) => r.status !== 'succeeded')
-    expect(rest.map((r) => [r.status, r.attempts, r.due])).toEqual([['pending', 0, true], ['pending', 0, true]])
+    // the one sent succeeded (its row is gone); the other two are due again, never attempted
+    const sent = rx.received[0].payload!.id
+    expect(new Set(rows.map((r) => r.event_id))).toEqual(new Set(ids.filter((id) => id !== sent)))
+    expect(rows.map((r) => [r.status, r.attempts, r.due])).toEqual([['pending', 0, true], ['pending', 0, true]])
   } finally {
     await rx.stop()
   }

@@ -1,5 +1,5 @@
 // The delivery queue in Postgres. Any number of nodes claim due rows with FOR UPDATE SKIP LOCKED, so
-// no two nodes attempt the same delivery; a claimed row's next_attempt_at becomes its lease. One
+// no two nodes attempt the same delivery; a claimed row's leased_until is its lease. One
 // statement claims a batch, one statement logs a batch of results: no round trip per attempt.
 import { newId, open } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
@@ -34,13 +34,14 @@ type ClaimRow = {
 /**
  * Claims up to `limit` due deliveries in one statement (one round trip, no explicit transaction): the
  * due rows are locked with FOR UPDATE SKIP LOCKED, so concurrent claims (this node's or others') never
- * take the same row; those of an active webhook are leased (`next_attempt_at` = now + `leaseMs`) and come
+ * take the same row; those of an active webhook are leased (`leased_until` = now + `leaseMs`) and come
  * back with what signing needs, those of a webhook deactivated while its event was being written are
  * cancelled. Deleting a webhook deletes its delivery rows first (repo.deleteWebhook), so it waits for
  * this statement: either the rows are gone before the claim, or they were claimed while the webhook
  * existed. Only delivery rows are locked (the webhook and event rows are only read), so this never
  * waits on a webhook row: no lock-order deadlock with deletes, PATCHes or 410 handling, which lock the
- * webhook first.
+ * webhook first. The lease changes no indexed column, so Postgres writes it in place (a HOT update; see
+ * sql/031_webhook_lease.sql).
  *
  * The lease is committed without waiting for its WAL flush (`synchronous_commit = off` for this statement
  * only): the flush is most of a small write's latency (measured p50 3.2 → 0.4 ms on the development
@@ -87,7 +88,7 @@ export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: numb
 
 async function failUnsignable(sql: Sql | Tx, r: ClaimRow): Promise<void> {
   await sql`with d as (
-      update webhook_deliveries set status = 'failed', attempts = attempts + 1, updated_at = now()
+      update webhook_deliveries set status = 'failed', attempts = attempts + 1, leased_until = null, updated_at = now()
       where id = ${r.id} and status = 'pending' and attempts = ${r.attempts}
       returning id, webhook_id, account_id, event_id, attempts
     )
@@ -130,6 +131,9 @@ export async function recordAttempt(sql: Sql, rec: AttemptRecord): Promise<boole
 /**
  * Logs many attempts (none of them 410s) in one statement: under load the worker batches whatever
  * finished while the previous batch was being written. Returns the delivery ids that were recorded.
+ * A delivery that succeeded is deleted (its attempt log is its record; a delete is Postgres's cheapest
+ * write, see sql/031_webhook_lease.sql); one to be retried becomes due after its delay, one that failed
+ * for good stays as a failed row. Either way its lease is lifted.
  */
 export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise<Set<string>> {
   // The batch travels as one JSON text (native JSON.stringify; postgres.js serializes arrays element by
@@ -150,23 +154,34 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
       error: outcome.error === null ? null : outcome.error.replaceAll('\u0000', '\ufffd'),
     })),
   )
-  // A delivery cancelled meanwhile (its webhook was disabled) stays cancelled unless this attempt succeeded.
-  // Rows are found by primary key (`= any (array)`), whatever the planner's statistics say of the table.
+  // Guarded by the attempt count seen at claim time (`w.attempts = i.prev`): a result for a delivery
+  // another node took over and logged first is dropped. A delivery cancelled meanwhile (its webhook was
+  // disabled) stays cancelled unless this attempt succeeded. Rows are found by primary key
+  // (`= any (array)`), whatever the planner's statistics say of the table.
   const rows = await sql<{ delivery_id: string }[]>`with input as (
       select * from json_to_recordset(${input}::text::json) as t(delivery_id bigint, prev int, status text, delay_secs float8,
         attempt_id text, event_type text, status_code int, success bool, duration_ms int, error text)
     ), locked as (
       -- rows locked in id order, like cancelPending: concurrent multi-row writes cannot deadlock
       select id from webhook_deliveries where id = any (array(select delivery_id from input)) order by id for update
-    ), d as (
+    ), done as (
+      delete from webhook_deliveries w using input i
+      where w.id = any (array(select id from locked)) and w.id = i.delivery_id and w.attempts = i.prev
+        and i.status = 'succeeded'
+      returning w.id, w.webhook_id, w.account_id, w.event_id
+    ), moved as (
       update webhook_deliveries w set
-        status = case when w.status = 'cancelled' and i.status <> 'succeeded' then 'cancelled' else i.status end,
+        status = case when w.status = 'cancelled' then 'cancelled' else i.status end,
         attempts = i.prev + 1,
         next_attempt_at = case when i.status = 'pending' then now() + make_interval(secs => i.delay_secs) else w.next_attempt_at end,
+        leased_until = null,
         updated_at = now()
       from input i
       where w.id = any (array(select id from locked)) and w.id = i.delivery_id and w.attempts = i.prev
+        and i.status <> 'succeeded'
       returning w.id, w.webhook_id, w.account_id, w.event_id
+    ), d as (
+      select * from done union all select * from moved
     )
     insert into webhook_attempts
       (id, webhook_id, delivery_id, account_id, event_id, event_type, attempt, status_code, success, duration_ms, error)
@@ -182,7 +197,7 @@ export async function releaseClaims(sql: Sql, jobs: Job[]): Promise<void> {
   if (jobs.length === 0) return
   const ids = jobs.map((j) => j.deliveryId)
   const attempts = jobs.map((j) => String(j.attempts))
-  await sql`update webhook_deliveries w set next_attempt_at = now(), updated_at = now()
+  await sql`update webhook_deliveries w set leased_until = null
     from unnest(${ids}::text[], ${attempts}::text[]) as j(id, attempts)
     where w.id = j.id::bigint and w.attempts = j.attempts::int and w.status = 'pending'`
 }
