@@ -16,6 +16,7 @@ import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
 import { emit, emitMany, SYSTEM } from '../../src/modules/events/outbox'
 import { startNode } from '../../src/node'
+import { HostAddresses, resolveTarget } from '../../src/modules/webhooks/ssrf'
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 2000)
 const SAMPLES = Number(process.env.BENCH_LATENCY_SAMPLES ?? 200)
@@ -238,6 +239,25 @@ async function main() {
     fromCommit.sort((a, b) => a - b)
     fromAck.sort((a, b) => a - b)
 
+    // The target check each attempt makes with the production setting (WEBHOOK_ALLOW_PRIVATE_URLS=false):
+    // the host name is looked up (here `localhost`, from /etc/hosts: the cheapest lookup there is; its
+    // loopback answer is then refused, which costs the same as accepting a public one). A lookup every
+    // time (answers kept 0 ms) against the reused answer (the default), CPU of this process per check.
+    const checkCpu = async (hosts: HostAddresses) => {
+      const n = 5000
+      for (let i = 0; i < 500; i++) await resolveTarget('http://localhost:9/hook', false, hosts) // warm
+      const c0 = process.cpuUsage()
+      for (let i = 0; i < n; i++) await resolveTarget('http://localhost:9/hook', false, hosts)
+      const c = process.cpuUsage(c0)
+      return (c.user + c.system) / n
+    }
+    const checks = { everyTime: [] as number[], reused: [] as number[] }
+    for (let r = 0; r < 3; r++) {
+      checks.everyTime.push(await checkCpu(new HostAddresses(undefined, 0)))
+      checks.reused.push(await checkCpu(new HostAddresses()))
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]
+
     const ratios = rounds.map((r) => r.burst.rps / r.base.rps)
     console.log(`\nKeyward webhook delivery (${config.embedded ? 'embedded PGlite' : 'Postgres'}, receiver in its own process, ${navigator.hardwareConcurrency} cores)`)
     console.log(`  ${ROUNDS} rounds of: plain fetch POSTs to the receiver (32 in flight), then a burst of ${EVENTS} events committed in one transaction`)
@@ -253,6 +273,8 @@ async function main() {
     console.log(`      (NOTIFY leaves Postgres with the commit, before the acknowledgement reaches the writer, so this can be < 0)`)
     console.log(`    from the moment COMMIT is sent (adds the event's own WAL flush):           p50 ${fmt(pct(fromCommit, 50))}   p99 ${fmt(pct(fromCommit, 99))}   max ${fmt(fromCommit[fromCommit.length - 1])}`)
     console.log(`    from the API call (POST /v1/products):                                     p50 ${fmt(pct(fromCall, 50))}   p99 ${fmt(pct(fromCall, 99))}   max ${fmt(fromCall[fromCall.length - 1])}`)
+    console.log(`  target check per attempt with WEBHOOK_ALLOW_PRIVATE_URLS=false (host name from /etc/hosts), CPU, median of 3:`)
+    console.log(`    looked up every time ${med(checks.everyTime).toFixed(1)} µs   answer reused ${med(checks.reused).toFixed(1)} µs   ${(med(checks.reused) / med(checks.everyTime)).toFixed(2)} ×`)
     console.log(`  load average at the end: ${loadavg().map((x) => x.toFixed(2)).join(' ')}`)
   } finally {
     await node.stop()

@@ -1,7 +1,7 @@
 // SSRF protection with the default WEBHOOK_ALLOW_PRIVATE_URLS=false: refused at creation (400) and at
 // delivery (a failed attempt; the receiver never hears from us).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { isPublicAddress, resolveTarget } from '../../src/modules/webhooks/ssrf'
+import { HostAddresses, isPublicAddress, resolveTarget } from '../../src/modules/webhooks/ssrf'
 import { newProduct, useHarness } from '../support/harness'
 import { eventually, startReceiver, type Receiver } from './receiver'
 
@@ -164,5 +164,41 @@ describe('address classification', () => {
       expect(await resolveTarget(url, false), url).toMatchObject({ ok: false, reason: expect.stringContaining('address') })
     }
     expect(await resolveTarget('http://[64:ff9b::808:808]/', false)).toMatchObject({ ok: true, address: '64:ff9b::808:808' })
+  })
+  test('a host\'s answer is reused for a few seconds, but every attempt checks it again; failures are not kept', async () => {
+    let clock = 0
+    const answers: Record<string, string[] | Error> = { 'hooks.example.com': ['93.184.215.14'] }
+    const asked: string[] = []
+    const hosts = new HostAddresses(async (host) => {
+      asked.push(host)
+      await Bun.sleep(5)
+      const a = answers[host]
+      if (a instanceof Error) throw a
+      return a ?? []
+    }, 5_000, () => clock)
+
+    // a burst: concurrent attempts share one lookup, later ones within the time reuse it
+    const burst = await Promise.all(Array.from({ length: 20 }, () => resolveTarget('https://hooks.example.com/a', false, hosts)))
+    expect(burst.every((t) => t.ok && t.address === '93.184.215.14')).toBe(true)
+    clock = 4_999
+    expect(await resolveTarget('https://hooks.example.com/b', false, hosts)).toMatchObject({ ok: true, address: '93.184.215.14' })
+    expect(asked).toEqual(['hooks.example.com'])
+
+    // past the time it is asked again, and the new answer is judged: rebound to a private address, refused
+    answers['hooks.example.com'] = ['10.0.0.7']
+    clock = 5_001
+    expect(await resolveTarget('https://hooks.example.com/a', false, hosts)).toMatchObject({ ok: false, reason: expect.stringContaining('10.0.0.7') })
+    expect(asked).toEqual(['hooks.example.com', 'hooks.example.com'])
+
+    // a failed lookup is not kept: the next attempt asks again
+    answers['down.example.com'] = new Error('ENOTFOUND')
+    expect(await resolveTarget('https://down.example.com/', false, hosts)).toMatchObject({ ok: false, reason: expect.stringContaining('could not be resolved') })
+    answers['down.example.com'] = ['93.184.215.15']
+    expect(await resolveTarget('https://down.example.com/', false, hosts)).toMatchObject({ ok: true, address: '93.184.215.15' })
+    expect(asked.filter((h) => h === 'down.example.com')).toHaveLength(2)
+
+    // IP literals are never looked up
+    expect(await resolveTarget('https://93.184.215.14/', false, hosts)).toMatchObject({ ok: true })
+    expect(asked).toHaveLength(4)
   })
 })

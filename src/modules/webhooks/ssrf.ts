@@ -122,33 +122,73 @@ export function parseWebhookUrl(text: string): UrlCheck {
 }
 
 const DNS_TIMEOUT_MS = 5_000
+/** How long a host's answer is reused (Bun's own fetch keeps its DNS answers 30 s). */
+const DNS_REUSE_MS = 5_000
+/** Hosts remembered at most; past it the memory starts again (a node delivers to far fewer). */
+const MAX_HOSTS = 10_000
 
-async function resolveAll(host: string): Promise<string[]> {
-  if (isIP(host)) return [host]
+export type LookupAll = (host: string) => Promise<string[]>
+
+const systemLookup: LookupAll = async (host) => (await lookup(host, { all: true, verbatim: true })).map((a) => a.address)
+
+/**
+ * The addresses a host name resolves to, each answer reused for a few seconds: an attempt checks its
+ * target every time, and a burst to one endpoint would otherwise run a lookup per attempt (≈20 µs of
+ * CPU each even from /etc/hosts, a resolver's round trip otherwise; `bun run bench:webhooks` prints
+ * both). Attempts that ask while a lookup is running share it. Failures are not kept. Only the
+ * answer is reused, never the verdict: every attempt checks the addresses again, and connects to the
+ * one it checked.
+ */
+export class HostAddresses {
+  private readonly answers = new Map<string, { addresses: Promise<string[]>; until: number }>()
+
+  constructor(
+    private readonly lookupAll: LookupAll = systemLookup,
+    private readonly reuseMs = DNS_REUSE_MS,
+    private readonly now = () => performance.now(),
+  ) {}
+
+  of(host: string): Promise<string[]> {
+    if (isIP(host)) return Promise.resolve([host])
+    const kept = this.answers.get(host)
+    if (kept !== undefined && kept.until > this.now()) return kept.addresses
+    const addresses = withDnsTimeout(this.lookupAll(host))
+    if (this.answers.size >= MAX_HOSTS) this.answers.clear()
+    const entry = { addresses, until: this.now() + this.reuseMs }
+    this.answers.set(host, entry)
+    addresses.catch(() => {
+      if (this.answers.get(host) === entry) this.answers.delete(host)
+    })
+    return addresses
+  }
+}
+
+async function withDnsTimeout(lookingUp: Promise<string[]>): Promise<string[]> {
   let timer: Timer | undefined
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new Error('DNS lookup timed out')), DNS_TIMEOUT_MS)
   })
   try {
-    const found = await Promise.race([lookup(host, { all: true, verbatim: true }), timeout])
-    return found.map((a) => a.address)
+    return await Promise.race([lookingUp, timeout])
   } finally {
     clearTimeout(timer)
   }
 }
 
+const hostAddresses = new HostAddresses()
+
 /**
  * Resolves the URL's host and checks every address. `address` is the one to connect to (null when
  * private targets are allowed: then the URL is used as is). Never throws.
  */
-export async function resolveTarget(text: string, allowPrivate: boolean): Promise<Target> {
+export async function resolveTarget(text: string, allowPrivate: boolean, hosts = hostAddresses): Promise<Target> {
   const parsed = parseWebhookUrl(text)
   if (!parsed.ok) return parsed
   if (allowPrivate) return { ok: true, url: parsed.url, address: null }
   const host = parsed.url.hostname.replace(/^\[(.*)\]$/, '$1')
   let addresses: string[]
   try {
-    addresses = await resolveAll(host)
+    addresses = await hosts.of(host)
   } catch (err) {
     return { ok: false, reason: `host ${host} could not be resolved (${(err as Error).message ?? 'DNS error'})` }
   }
