@@ -64,3 +64,62 @@ begin
   order by c.due_at, c.id;
 end
 $$;
+
+-- The attempt log's statement (modules/webhooks/queue.ts logAttempts) as a function too, for the same
+-- reason as the claim: its plan. Each result row must find its delivery row by primary key, one probe
+-- per row. Left to the planner, the same text ran as a sequential scan of the queue (stale statistics
+-- saying the table is small), or probed the index with the whole batch's id array once per row
+-- (≈190 µs per logged retry in a batch of 500). With sequential and bitmap scans off for this statement
+-- only, every join is a primary-key probe: ≈15-18 µs of Postgres CPU per logged attempt, whatever the
+-- outcome.
+--
+-- `batch` is the results as one JSON array text (see queue.ts). Rows are locked in id order first, like
+-- every multi-row write on the queue (no deadlock between them), and only those whose attempt count is
+-- still the one seen at claim time are written (a late node's result after a takeover is dropped). A
+-- success deletes the delivery; a retry or a final failure updates it and lifts its lease; a delivery
+-- cancelled meanwhile stays cancelled unless the attempt succeeded. Returns the recorded delivery ids.
+create function webhook_log_attempts(batch text)
+returns table (delivery_id bigint)
+language plpgsql volatile
+set enable_bitmapscan = off
+set enable_seqscan = off
+as $$
+#variable_conflict use_column
+begin
+  return query with input as (
+    select * from json_to_recordset(batch::json) as t(delivery_id bigint, prev int, status text, delay_secs float8,
+      attempt_id text, event_type text, status_code int, success bool, duration_ms int, error text)
+  ), locked as (
+    select d.id, d.attempts from webhook_deliveries d
+    where d.id = any (array(select i.delivery_id from input i)) order by d.id for update
+  ), current as (
+    select i.* from input i join locked l on l.id = i.delivery_id and l.attempts = i.prev
+  ), done as (
+    delete from webhook_deliveries w using current i
+    where w.id = i.delivery_id and i.status = 'succeeded'
+    returning w.id, w.webhook_id, w.account_id, w.event_id, i.attempt_id, i.event_type, i.prev, i.status_code,
+      i.success, i.duration_ms, i.error
+  ), moved as (
+    update webhook_deliveries w set
+      status = case when w.status = 'cancelled' then 'cancelled' else i.status end,
+      attempts = i.prev + 1,
+      next_attempt_at = case when i.status = 'pending' then now() + make_interval(secs => i.delay_secs) else w.next_attempt_at end,
+      leased_until = null,
+      updated_at = now()
+    from current i
+    where w.id = i.delivery_id and i.status <> 'succeeded'
+    returning w.id, w.webhook_id, w.account_id, w.event_id, i.attempt_id, i.event_type, i.prev, i.status_code,
+      i.success, i.duration_ms, i.error
+  ), d as (
+    -- each write returns its input row with it: no join back to the input (planned as a nested loop
+    -- over both, it cost as much as the rest of the statement)
+    select * from done union all select * from moved
+  )
+  insert into webhook_attempts as a
+    (id, webhook_id, delivery_id, account_id, event_id, event_type, attempt, status_code, success, duration_ms, error)
+  select d.attempt_id, d.webhook_id, d.id, d.account_id, d.event_id, d.event_type, d.prev + 1, d.status_code, d.success,
+         d.duration_ms, d.error
+  from d
+  returning a.delivery_id;
+end
+$$;

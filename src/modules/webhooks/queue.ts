@@ -154,41 +154,10 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
       error: outcome.error === null ? null : outcome.error.replaceAll('\u0000', '\ufffd'),
     })),
   )
-  // Guarded by the attempt count seen at claim time (`w.attempts = i.prev`): a result for a delivery
-  // another node took over and logged first is dropped. A delivery cancelled meanwhile (its webhook was
-  // disabled) stays cancelled unless this attempt succeeded. Rows are found by primary key
-  // (`= any (array)`), whatever the planner's statistics say of the table.
-  const rows = await sql<{ delivery_id: string }[]>`with input as (
-      select * from json_to_recordset(${input}::text::json) as t(delivery_id bigint, prev int, status text, delay_secs float8,
-        attempt_id text, event_type text, status_code int, success bool, duration_ms int, error text)
-    ), locked as (
-      -- rows locked in id order, like cancelPending: concurrent multi-row writes cannot deadlock
-      select id from webhook_deliveries where id = any (array(select delivery_id from input)) order by id for update
-    ), done as (
-      delete from webhook_deliveries w using input i
-      where w.id = any (array(select id from locked)) and w.id = i.delivery_id and w.attempts = i.prev
-        and i.status = 'succeeded'
-      returning w.id, w.webhook_id, w.account_id, w.event_id
-    ), moved as (
-      update webhook_deliveries w set
-        status = case when w.status = 'cancelled' then 'cancelled' else i.status end,
-        attempts = i.prev + 1,
-        next_attempt_at = case when i.status = 'pending' then now() + make_interval(secs => i.delay_secs) else w.next_attempt_at end,
-        leased_until = null,
-        updated_at = now()
-      from input i
-      where w.id = any (array(select id from locked)) and w.id = i.delivery_id and w.attempts = i.prev
-        and i.status <> 'succeeded'
-      returning w.id, w.webhook_id, w.account_id, w.event_id
-    ), d as (
-      select * from done union all select * from moved
-    )
-    insert into webhook_attempts
-      (id, webhook_id, delivery_id, account_id, event_id, event_type, attempt, status_code, success, duration_ms, error)
-    select i.attempt_id, d.webhook_id, d.id, d.account_id, d.event_id, i.event_type, i.prev + 1, i.status_code, i.success,
-           i.duration_ms, i.error
-    from d join input i on i.delivery_id = d.id
-    returning delivery_id`
+  // The statement lives in a function (sql/031_webhook_lease.sql) so that each result finds its row by
+  // primary key whatever the table's statistics say. It is guarded by the attempt count seen at claim
+  // time: a result for a delivery another node took over and logged first is dropped.
+  const rows = await sql<{ delivery_id: string }[]>`select delivery_id from webhook_log_attempts(${input}::text)`
   return new Set(rows.map((r) => String(r.delivery_id)))
 }
 
