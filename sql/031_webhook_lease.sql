@@ -67,11 +67,11 @@ $$;
 
 -- The attempt log's statement (modules/webhooks/queue.ts logAttempts) as a function too, for the same
 -- reason as the claim: its plan. Each result row must find its delivery row by primary key, one probe
--- per row. Left to the planner, the same text ran as a sequential scan of the queue (stale statistics
--- saying the table is small), or probed the index with the whole batch's id array once per row
--- (≈190 µs per logged retry in a batch of 500). With sequential and bitmap scans off for this statement
--- only, every join is a primary-key probe: ≈15-18 µs of Postgres CPU per logged attempt, whatever the
--- outcome.
+-- per row. Left to the planner, such a statement can run as a sequential scan of the queue (stale
+-- statistics saying the table is small), and a plain-SQL draft of this one probed the index with the
+-- whole batch's id array once per row (≈190 µs per logged retry in a batch of 500). With sequential and
+-- bitmap scans off for this statement only, every join is a primary-key probe: 17-19 µs of Postgres CPU
+-- per logged success, ≈31 µs per logged retry (docs/performance.md, issue 26 third pass).
 --
 -- `batch` is the results as one JSON array text (see queue.ts). Rows are locked in id order first, like
 -- every multi-row write on the queue (no deadlock between them), and only those whose attempt count is
