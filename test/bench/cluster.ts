@@ -1,11 +1,13 @@
 // `bun run bench:cluster`: cluster-mode figures, against the local Postgres, NATS and Redis.
-//  1. Invalidation propagation: in-process NatsBus x3 (publish → every member acked), and end to end
+//  1. Invalidation propagation: in-process NatsBus x3 (publish → every member acked; beside it the same
+//     fan-out over bare NATS, its floor on this machine), and end to end
 //     over HTTP with three node processes (revoke on A, which returns once B and C dropped the key),
 //     against a single node without NATS as the baseline.
 //  2. Validate throughput with WORKERS=2 relative to WORKERS=1, same machine, same run (wrk when
 //     installed, else a Bun client).
 // A program, not a test: it prints figures and ratios and asserts nothing about time.
 import { mkdtempSync, writeFileSync } from 'node:fs'
+import { connect, type NatsConnection } from 'nats'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createLogger } from '../../src/infra/log'
@@ -37,11 +39,17 @@ try {
     const log = createLogger('silent')
     const buses = await Promise.all([0, 1, 2].map(() => NatsBus.start({ url: process.env.NATS_URL!, sql: conn.sql, log })))
     await Bun.sleep(700)
-    // Interleaved with what bounds it from below: one Postgres round trip, and taking a number alone
-    // (a publish sends its early copy while the number is taken: it costs about the slower of the two).
-    const times: number[] = [], roundTrips: number[] = [], numbers: number[] = []
+    // Interleaved with what bounds it from below: one Postgres round trip, taking a number alone (a
+    // publish sends its early copy while the number is taken: it costs about the slower of the two),
+    // and the same fan-out with no Keyward code at all: bare NATS connections in this process, one
+    // message to two members, each answering on its own subject, until both answers are in.
+    const bare = await bareFanOut(process.env.NATS_URL!)
+    const times: number[] = [], roundTrips: number[] = [], numbers: number[] = [], bareTimes: number[] = []
     for (let i = 0; i < ROUNDS; i++) {
       let t0 = performance.now()
+      await bare.round(i)
+      bareTimes.push(performance.now() - t0)
+      t0 = performance.now()
       await conn.sql`select 1`
       roundTrips.push(performance.now() - t0)
       t0 = performance.now()
@@ -53,7 +61,10 @@ try {
     }
     console.log(`Postgres round trip (select 1), for reference: ${fmt(roundTrips)}`)
     console.log(`taking a change number alone (cluster_announce), for reference: ${fmt(numbers)}`)
+    console.log(`bare NATS, one message → both members' answers (no Keyward code), for reference: ${fmt(bareTimes)}`)
     console.log(`bus publish → acked by both other nodes (${ROUNDS} rounds, includes taking the change number): ${fmt(times)}`)
+    console.log(`publish p99 / bare NATS fan-out p99: ${(pct(times, 99) / pct(bareTimes, 99)).toFixed(2)}x`)
+    await bare.close()
     for (const b of buses) await b.close()
     await conn.close()
   }
@@ -130,6 +141,33 @@ try {
     `(2 cores shared with the load generator, Postgres, NATS and Redis)`)
 } finally {
   for (const f of cleanup) await f().catch(() => {})
+}
+
+/** One message to two members over bare NATS connections, each answering on its own subject: the fan-out's floor. */
+async function bareFanOut(url: string) {
+  const members: NatsConnection[] = await Promise.all([0, 1].map(() => connect({ servers: url })))
+  for (const [n, nc] of members.entries()) {
+    const sub = nc.subscribe('kw-bench.fanout')
+    void (async () => {
+      for await (const m of sub) nc.publish(`kw-bench.answer.${n}`, m.data)
+    })()
+  }
+  const writer = await connect({ servers: url })
+  const waiting: { left: number; done: () => void } = { left: 0, done: () => {} }
+  const answers = writer.subscribe('kw-bench.answer.*')
+  void (async () => {
+    for await (const _ of answers) if (waiting.left > 0 && --waiting.left === 0) waiting.done()
+  })()
+  await Promise.all([writer, ...members].map((nc) => nc.flush()))
+  return {
+    round: (i: number) =>
+      new Promise<void>((done) => {
+        waiting.left = 2
+        waiting.done = done
+        writer.publish('kw-bench.fanout', String(i))
+      }),
+    close: () => Promise.all([writer, ...members].map((nc) => nc.close())),
+  }
 }
 
 async function wrk(url: string, token: string, body: string, seconds: number): Promise<number> {
