@@ -90,3 +90,9 @@ export const webhookDeliveries = new client.Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 })
+
+export const webhookHandedBack = new client.Counter({
+  name: 'keyward_webhook_claims_handed_back_total',
+  help: 'Claimed webhook deliveries handed back unsent because no slot freed in time (a slow receiver backing up)',
+  registers: [registry],
+})

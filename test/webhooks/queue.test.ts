@@ -10,6 +10,7 @@ import { claimDue, logAttempts, type AttemptRecord, type Job, type Verdict } fro
 import type { AttemptOutcome } from '../../src/modules/webhooks/sender'
 import type { Deps } from '../../src/deps'
 import { createLogger } from '../../src/infra/log'
+import { webhookHandedBack } from '../../src/infra/metrics'
 import { DeliveryWorker } from '../../src/modules/webhooks/worker'
 import { freshDatabase, testConfig, type TestDb } from '../support/harness'
 import { LOCAL_DELIVERY } from './helpers'
@@ -208,6 +209,38 @@ test('a worker stopping releases the jobs it claimed but had not started: they a
     const sent = rx.received[0].payload!.id
     expect(new Set(rows.map((r) => r.event_id))).toEqual(new Set(ids.filter((id) => id !== sent)))
     expect(rows.map((r) => [r.status, r.attempts, r.due])).toEqual([['pending', 0, true], ['pending', 0, true]])
+  } finally {
+    await rx.stop()
+  }
+})
+
+test('a claimed job that cannot start in time is handed back unsent, then delivered once like the rest', async () => {
+  const rx = startReceiver()
+  const handedBack = async () => (await webhookHandedBack.get()).values[0]?.value ?? 0
+  try {
+    rx.expect('/slow', SECRET, async () => {
+      await Bun.sleep(500)
+      return 200
+    })
+    await db.sql`update webhooks set url = ${rx.url('/slow')} where id = ${webhookId}`
+    const ids = await events(3)
+    const before = await handedBack()
+    // One slot and a 150 ms start deadline (20 s in production): the job claimed beside the one being
+    // sent is late by the time the slot frees, so it goes back to the queue and is claimed again.
+    const deps = { config: testConfig(LOCAL_DELIVERY), db, sql: db.sql, log: createLogger('silent'), secretKey: KEY } as unknown as Deps
+    const worker = await new DeliveryWorker(deps, { concurrency: 1, pollMs: 60_000, startByMs: 150 }).start()
+    try {
+      await rx.waitFor((all) => all.length >= 3, 15_000, 'three deliveries')
+    } finally {
+      await worker.stop(5_000) // waits for the last attempt to be logged
+    }
+    expect(await handedBack()).toBeGreaterThan(before)
+    // each event sent once, logged once as a first attempt, its queue row gone
+    expect(rx.received.map((r) => r.payload!.id).sort()).toEqual([...ids].sort())
+    const attempts = await db.sql<{ event_id: string; attempt: number; success: boolean }[]>`select event_id, attempt, success
+      from webhook_attempts where webhook_id = ${webhookId} order by event_id`
+    expect(attempts.map((a) => [a.event_id, a.attempt, a.success])).toEqual([...ids].sort().map((id) => [id, 1, true]))
+    expect(await db.sql`select 1 from webhook_deliveries where webhook_id = ${webhookId}`).toHaveLength(0)
   } finally {
     await rx.stop()
   }

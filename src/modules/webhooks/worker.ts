@@ -2,7 +2,7 @@
 // (every node listens), by its own retry timers, and by a slow poll as the fallback; it claims due
 // deliveries from Postgres (queue.ts), sends them concurrently and logs every attempt.
 import type { Deps } from '../../deps'
-import { webhookDeliveries } from '../../infra/metrics'
+import { webhookDeliveries, webhookHandedBack } from '../../infra/metrics'
 import { WEBHOOK_WAKE_CHANNEL } from '../events/outbox'
 import type { Sql } from '../../infra/db'
 import { claimDue, logAttempts, recordAttempt, releaseClaims, type AttemptRecord, type Job, type Verdict } from './queue'
@@ -14,6 +14,11 @@ export interface WorkerOptions {
   concurrency?: number
   /** Fallback poll for due work (retries scheduled by other nodes, missed notifications). */
   pollMs?: number
+  /**
+   * How long a claimed job may wait for a slot before it is handed back unsent. At most (and by
+   * default) what its lease leaves once the attempt's timeout and 10 s are set aside: 20 s.
+   */
+  startByMs?: number
 }
 
 const DEFAULT_CONCURRENCY = 64
@@ -124,7 +129,7 @@ export class DeliveryWorker {
     this.pollMs = options.pollMs ?? DEFAULT_POLL_MS
     // Longer than any attempt can take, so a live node never loses a claim it is still working on.
     this.leaseMs = deps.config.webhookTimeoutMs + 30_000
-    this.startBy = this.leaseMs - deps.config.webhookTimeoutMs - 10_000
+    this.startBy = Math.min(options.startByMs ?? Infinity, this.leaseMs - deps.config.webhookTimeoutMs - 10_000)
     this.recorder = new AttemptRecorder(deps.sql)
   }
 
@@ -205,6 +210,7 @@ export class DeliveryWorker {
       else this.run(job)
     }
     if (late.length > 0) {
+      webhookHandedBack.inc(late.length)
       releaseClaims(this.deps.sql, late).then(
         () => this.wake(),
         (err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: release of late claims failed'),
