@@ -185,18 +185,29 @@ test('a secret sealed under another SECRET_KEY fails its deliveries (logged) ins
   }
 })
 
-test('a worker stopping releases the jobs it claimed but had not started: they are due again at once', async () => {
+/** The test's webhook pointed at a receiver that answers 200 after `ms`. */
+async function slowReceiver(ms: number) {
   const rx = startReceiver()
+  rx.expect('/slow', SECRET, async () => {
+    await Bun.sleep(ms)
+    return 200
+  })
+  await db.sql`update webhooks set url = ${rx.url('/slow')} where id = ${webhookId}`
+  return rx
+}
+
+/** A worker with one slot (so it claims two: one sent, one waiting) and no poll; only the deps it uses. */
+function oneSlotWorker(options: { startByMs?: number } = {}) {
+  const deps = { config: testConfig(LOCAL_DELIVERY), db, sql: db.sql, log: createLogger('silent'), secretKey: KEY } as unknown as Deps
+  return new DeliveryWorker(deps, { concurrency: 1, pollMs: 60_000, ...options }).start()
+}
+
+test('a worker stopping releases the jobs it claimed but had not started: they are due again at once', async () => {
+  const rx = await slowReceiver(400)
   try {
-    rx.expect('/slow', SECRET, async () => {
-      await Bun.sleep(400)
-      return 200
-    })
-    await db.sql`update webhooks set url = ${rx.url('/slow')} where id = ${webhookId}`
     const ids = await events(3)
-    // Only what the worker uses; one slot, so it claims two (one sent, one waiting) and leaves the third.
-    const deps = { config: testConfig(LOCAL_DELIVERY), db, sql: db.sql, log: createLogger('silent'), secretKey: KEY } as unknown as Deps
-    const worker = await new DeliveryWorker(deps, { concurrency: 1, pollMs: 60_000 }).start()
+    // it claims two (one sent, one waiting) and leaves the third
+    const worker = await oneSlotWorker()
     await rx.waitFor((all) => all.length >= 1, 10_000, 'the first attempt')
     await worker.stop(5_000) // the attempt in flight finishes
     expect(rx.received.length).toBe(1)
@@ -215,20 +226,14 @@ test('a worker stopping releases the jobs it claimed but had not started: they a
 })
 
 test('a claimed job that cannot start in time is handed back unsent, then delivered once like the rest', async () => {
-  const rx = startReceiver()
+  const rx = await slowReceiver(500)
   const handedBack = async () => (await webhookHandedBack.get()).values[0]?.value ?? 0
   try {
-    rx.expect('/slow', SECRET, async () => {
-      await Bun.sleep(500)
-      return 200
-    })
-    await db.sql`update webhooks set url = ${rx.url('/slow')} where id = ${webhookId}`
     const ids = await events(3)
     const before = await handedBack()
     // One slot and a 150 ms start deadline (20 s in production): the job claimed beside the one being
     // sent is late by the time the slot frees, so it goes back to the queue and is claimed again.
-    const deps = { config: testConfig(LOCAL_DELIVERY), db, sql: db.sql, log: createLogger('silent'), secretKey: KEY } as unknown as Deps
-    const worker = await new DeliveryWorker(deps, { concurrency: 1, pollMs: 60_000, startByMs: 150 }).start()
+    const worker = await oneSlotWorker({ startByMs: 150 })
     try {
       await rx.waitFor((all) => all.length >= 3, 15_000, 'three deliveries')
     } finally {
