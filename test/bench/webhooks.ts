@@ -209,7 +209,7 @@ async function main() {
     const rounds: { base: Awaited<ReturnType<typeof baseline>>; burst: Awaited<ReturnType<typeof burst>> }[] = []
     for (let r = 0; r < ROUNDS; r++) rounds.push({ base: await baseline(), burst: await burst() })
     const [{ attempts, dup }] = await sql<{ attempts: number; dup: number }[]>`select count(*)::int as attempts,
-      (count(*) - count(distinct event_id))::int as dup from webhook_attempts where event_type = 'key.created'`
+      (count(*) - count(distinct event_id))::int as dup from webhook_attempt_log where event_type = 'key.created'`
 
     // Latency on an idle system, one event at a time, each waited for: (1) a product created through the
     // API, from the call; (2) an event committed by this process, from the moment its COMMIT is sent (and

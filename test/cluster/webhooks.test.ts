@@ -133,9 +133,9 @@ test('two nodes delivering at once: 500 events, each delivered exactly once, no 
   expect(new Set(got.map((r) => r.headers['webhook-id'])).size).toBe(TOTAL)
   const [stats] = await query<{ deliveries: number; attempts: number; delivered: number; first_attempts: number; events: number }[]>`select
       (select count(*)::int from webhook_deliveries) as deliveries,
-      (select count(*)::int from webhook_attempts) as attempts,
-      (select count(distinct delivery_id)::int from webhook_attempts) as delivered,
-      (select count(*)::int from webhook_attempts where attempt = 1 and success) as first_attempts,
+      (select count(*)::int from webhook_attempt_log) as attempts,
+      (select count(distinct delivery_id)::int from webhook_attempt_log) as delivered,
+      (select count(*)::int from webhook_attempt_log where attempt = 1 and success) as first_attempts,
       (select count(*)::int from events where type = 'product.created') as events`
   // every delivery succeeded at its first attempt: its attempt log stays, its queue row is gone
   expect(stats).toEqual({ deliveries: 0, attempts: TOTAL, delivered: TOTAL, first_attempts: TOTAL, events: TOTAL })

@@ -56,10 +56,18 @@ async function attempt(webhookId: string, deliveryId: string, eventId: string, d
   return a
 }
 
-/** Row counts of every table but the three retention may prune. */
+/** A success-log row (sql/032_webhook_successes.sql) of one attempt, for a delivery that is gone. */
+async function success(webhookId: string, eventId: string, daysAgo: number): Promise<string> {
+  const a = id('whd')
+  await sql`insert into webhook_successes (webhook_id, account_id, created_at, n, attempts)
+    values (${webhookId}, ${accountId}, ${ago(daysAgo)}, 1, ${sql.json([[a, 999_999, eventId, 'key.created', 1, 200, 3]])})`
+  return a
+}
+
+/** Row counts of every table but the four retention may prune. */
 async function otherTables(): Promise<Record<string, number>> {
   const tables = await sql<{ name: string }[]>`select tablename as name from pg_tables where schemaname = 'public'
-    and tablename not in ('events', 'webhook_deliveries', 'webhook_attempts') order by 1`
+    and tablename not in ('events', 'webhook_deliveries', 'webhook_attempts', 'webhook_successes') order by 1`
   const counts: Record<string, number> = {}
   for (const { name } of tables) {
     const [row] = await sql.unsafe(`select count(*)::int as n from "${name}"`)
@@ -98,6 +106,9 @@ test('old events, finished deliveries and attempt logs go; pending deliveries an
   const young = await event(89)
   const youngDone = await delivery(webhookId, young, 'succeeded', 1)
   const youngAttempt = await attempt(webhookId, youngDone, young, 1)
+  // the success log: an old row goes, a young one stays (a success ends its delivery: nothing else holds it)
+  const oldSuccess = await success(webhookId, doneEvent, 100)
+  const youngSuccess = await success(webhookId, young, 1)
   const [{ n: eventsBefore }] = await sql<{ n: number }[]>`select count(*)::int as n from events`
 
   const before = await otherTables()
@@ -105,11 +116,13 @@ test('old events, finished deliveries and attempt logs go; pending deliveries an
 
   // batches of 1: the job must loop, not stop after its first batch
   const result = await pruneExpired(sql, { days: 90, batch: 1 })
-  expect(result).toEqual({ attempts: 4, deliveries: 2, events: 3, busy: false })
+  expect(result).toEqual({ successes: 1, attempts: 4, deliveries: 2, events: 3, busy: false })
 
   for (const gone of [lone, doneEvent, failedEvent]) expect(await exists('events', 'id', gone)).toBe(false)
   for (const gone of [done, failed]) expect(await exists('webhook_deliveries', 'id', gone)).toBe(false)
   for (const gone of [doneAttempt, ...failedAttempts, lateOld]) expect(await exists('webhook_attempts', 'id', gone)).toBe(false)
+  expect(await exists('webhook_attempt_log', 'id', oldSuccess)).toBe(false)
+  expect(await exists('webhook_attempt_log', 'id', youngSuccess)).toBe(true)
 
   expect(await exists('webhook_deliveries', 'id', pending)).toBe(true)
   const [p] = await sql<{ status: string }[]>`select status from webhook_deliveries where id = ${pending}::bigint`
@@ -122,7 +135,7 @@ test('old events, finished deliveries and attempt logs go; pending deliveries an
 
   expect(await otherTables()).toEqual(before)
   // a second run finds nothing more
-  expect(await pruneExpired(sql, { days: 90 })).toEqual({ attempts: 0, deliveries: 0, events: 0, busy: false })
+  expect(await pruneExpired(sql, { days: 90 })).toEqual({ successes: 0, attempts: 0, deliveries: 0, events: 0, busy: false })
 })
 
 test('RETENTION_DAYS: default 90, bounded 1..3650', () => {
@@ -147,7 +160,7 @@ test.if(realPostgres)('one node at a time: while another holds the retention loc
       await released
     })
     await isLocked
-    expect(await pruneExpired(sql, { days: 90 })).toEqual({ attempts: 0, deliveries: 0, events: 0, busy: true })
+    expect(await pruneExpired(sql, { days: 90 })).toEqual({ successes: 0, attempts: 0, deliveries: 0, events: 0, busy: true })
     expect(await exists('events', 'id', old)).toBe(true)
     release()
     await holder

@@ -7,6 +7,7 @@ import type { Db } from '../../src/infra/db'
 import { migrate } from '../../src/infra/migrate'
 import { emitMany, SYSTEM } from '../../src/modules/events/outbox'
 import { claimDue, logAttempts, type AttemptRecord, type Job, type Verdict } from '../../src/modules/webhooks/queue'
+import { recentAttempts } from '../../src/modules/webhooks/repo'
 import type { AttemptOutcome } from '../../src/modules/webhooks/sender'
 import type { Deps } from '../../src/deps'
 import { createLogger } from '../../src/infra/log'
@@ -62,7 +63,7 @@ const delivery = async (id: string) => {
 }
 const attemptsOf = (id: string) =>
   db.sql<{ attempt: number; success: boolean; status_code: number | null; error: string | null; created_at: Date }[]>`select attempt,
-      success, status_code, error, created_at from webhook_attempts where delivery_id = ${id} order by attempt`
+      success, status_code, error, created_at from webhook_attempt_log where delivery_id = ${id} order by attempt`
 
 const ok: AttemptOutcome = { statusCode: 200, success: true, durationMs: 3, error: null }
 const err500: AttemptOutcome = { statusCode: 500, success: false, durationMs: 4, error: 'HTTP 500' }
@@ -116,6 +117,38 @@ test('a batch of results with mixed outcomes is written in one statement, each a
   expect(await attemptsOf(retried.deliveryId)).toMatchObject([{ attempt: 1, success: false, status_code: 500, error: 'HTTP 500' }])
   expect((await attemptsOf(stale.deliveryId)).length).toBe(0)
   expect((await attemptsOf(cancelledFail.deliveryId)).length).toBe(1)
+})
+
+test('successes are logged one row per batch and webhook; the webhook\'s last 20 attempts read both forms, newest first', async () => {
+  const ids = await events(26)
+  const jobs = await claimDue(db.sql, KEY, 30, LEASE_MS)
+  expect(jobs).toHaveLength(26)
+  const log = (batch: Job[], outcome: AttemptOutcome, verdict: Verdict) => logAttempts(db.sql, batch.map((j) => rec(j, outcome, verdict)))
+  // four statements, a moment apart: 10 successes, 2 retries, 10 successes, then 4 successes
+  await log(jobs.slice(0, 10), ok, { kind: 'succeeded' })
+  await Bun.sleep(5)
+  await log(jobs.slice(10, 12), err500, { kind: 'retry', delayMs: 300_000 })
+  await Bun.sleep(5)
+  await log(jobs.slice(12, 22), ok, { kind: 'succeeded' })
+  await Bun.sleep(5)
+  await log(jobs.slice(22), ok, { kind: 'succeeded' })
+  const [{ rows, n }] = await db.sql<{ rows: number; n: number }[]>`select count(*)::int as rows, sum(n)::int as n
+    from webhook_successes where webhook_id = ${webhookId}`
+  expect({ rows, n }).toEqual({ rows: 3, n: 24 })
+  expect(await db.sql`select 1 from webhook_attempts where webhook_id = ${webhookId}`).toHaveLength(2)
+
+  const all = await db.sql<{ id: string }[]>`select id from webhook_attempt_log where webhook_id = ${webhookId}
+    order by created_at desc, id desc`
+  expect(all).toHaveLength(26)
+  const recent = await recentAttempts(db.sql, webhookId)
+  // 4 + 10 successes, the 2 retries, then 4 of the first batch's 10
+  expect(recent.map((a) => a.id)).toEqual(all.slice(0, 20).map((a) => a.id))
+  expect(recent.map((a) => a.success)).toEqual([...Array(14).fill(true), false, false, ...Array(4).fill(true)])
+  const first = recent[0]!
+  expect(ids).toContain(first.event_id)
+  expect(first).toMatchObject({ event_type: 'key.created', attempt: 1, status_code: 200, success: true, duration_ms: 3, error: null })
+  expect(recent[14]).toMatchObject({ attempt: 1, status_code: 500, success: false, error: 'HTTP 500' })
+  expect((await recentAttempts(db.sql, webhookId, 3)).map((a) => a.id)).toEqual(all.slice(0, 3).map((a) => a.id))
 })
 
 test('an error text holding a NUL byte (a receiver\'s body) is logged, and does not sink the batch', async () => {
@@ -243,7 +276,7 @@ test('a claimed job that cannot start in time is handed back unsent, then delive
     // each event sent once, logged once as a first attempt, its queue row gone
     expect(rx.received.map((r) => r.payload!.id).sort()).toEqual([...ids].sort())
     const attempts = await db.sql<{ event_id: string; attempt: number; success: boolean }[]>`select event_id, attempt, success
-      from webhook_attempts where webhook_id = ${webhookId} order by event_id`
+      from webhook_attempt_log where webhook_id = ${webhookId} order by event_id`
     expect(attempts.map((a) => [a.event_id, a.attempt, a.success])).toEqual([...ids].sort().map((id) => [id, 1, true]))
     expect(await db.sql`select 1 from webhook_deliveries where webhook_id = ${webhookId}`).toHaveLength(0)
   } finally {

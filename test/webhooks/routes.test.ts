@@ -41,7 +41,7 @@ test('the secret is stored only encrypted (webhooks table and idempotency record
   const secret: string = created.body.secret
   const base64Part = secret.slice('whsec_'.length)
   const sql = h.node.deps.sql
-  const tables = ['webhooks', 'idempotency_keys', 'webhook_deliveries', 'webhook_attempts']
+  const tables = ['webhooks', 'idempotency_keys', 'webhook_deliveries', 'webhook_attempts', 'webhook_successes']
   for (const table of tables) {
     const [{ n }] = await sql`select count(*)::int as n from ${sql(table)} t where t::text like ${`%${base64Part}%`}`
     expect(n).toBe(0)

@@ -45,7 +45,7 @@ test('two workers racing over one queue: a burst is delivered exactly once, one 
     expect(got.length).toBe(BURST)
     expect(new Set(got.map((r) => r.payload!.id))).toEqual(new Set(ids))
     const [{ attempts, distinct }] = await h.node.deps.sql<{ attempts: number; distinct: number }[]>`select count(*)::int as attempts,
-        count(distinct event_id)::int as distinct from webhook_attempts where webhook_id = ${wh.id}`
+        count(distinct event_id)::int as distinct from webhook_attempt_log where webhook_id = ${wh.id}`
     expect({ attempts, distinct }).toEqual({ attempts: BURST, distinct: BURST })
   } finally {
     await second.stop(1_000)
@@ -71,7 +71,7 @@ test('a delivery claimed by a node that died is delivered by a live node once th
   await eventually(async () => (await pending(wh.id)) === 0, 10_000, 'the attempt logged')
   expect(rx.on(p).map((r) => r.payload?.id)).toEqual([eventId])
   const attempts = await deps.sql<{ attempt: number; success: boolean; created_at: Date }[]>`select attempt, success, created_at
-    from webhook_attempts where webhook_id = ${wh.id}`
+    from webhook_attempt_log where webhook_id = ${wh.id}`
   expect(attempts.map((a) => [a.attempt, a.success])).toEqual([[1, true]]) // the dead node's claim was not an attempt
   expect(attempts[0].created_at.getTime()).toBeGreaterThanOrEqual(until.getTime()) // not before the lease ran out
 })

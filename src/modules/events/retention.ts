@@ -5,8 +5,8 @@
 // - One node at a time: every batch first takes a transaction-scoped advisory lock and stops the run
 //   when another node holds it (no session lock to leak through a pool or a crashed node).
 // - Pending deliveries are never deleted, nor the events and attempt logs they still need. Children go
-//   before parents (attempts, then finished deliveries without attempts, then events without
-//   deliveries), so no cascade ever deletes a row this job did not choose.
+//   before parents (the success log and the other attempts, then finished deliveries without attempts,
+//   then events without deliveries), so no cascade ever deletes a row this job did not choose.
 // - Analytics rollups (analytics_*) and daily call counts are kept: they are small and are the history.
 import { drainBatches } from '../../infra/batches'
 import type { Sql } from '../../infra/db'
@@ -19,6 +19,8 @@ const BATCH = 500
 const MAX_BATCHES = 200
 
 export interface PruneResult {
+  /** Rows of the success log (sql/032_webhook_successes.sql): each holds one logged batch's successes for one webhook. */
+  successes: number
   attempts: number
   deliveries: number
   events: number
@@ -26,7 +28,7 @@ export interface PruneResult {
   busy: boolean
 }
 
-type Kind = 'attempts' | 'deliveries' | 'events'
+type Kind = 'successes' | 'attempts' | 'deliveries' | 'events'
 
 export async function pruneExpired(
   sql: Sql,
@@ -34,9 +36,9 @@ export async function pruneExpired(
 ): Promise<PruneResult> {
   const cutoff = new Date((opts.now ?? Date.now()) - opts.days * 86_400_000)
   const batch = opts.batch ?? BATCH
-  const budget = { left: opts.maxBatches ?? MAX_BATCHES } // one bound for the whole run, over the three kinds
-  const result: PruneResult = { attempts: 0, deliveries: 0, events: 0, busy: false }
-  for (const kind of ['attempts', 'deliveries', 'events'] as Kind[]) {
+  const budget = { left: opts.maxBatches ?? MAX_BATCHES } // one bound for the whole run, over the four kinds
+  const result: PruneResult = { successes: 0, attempts: 0, deliveries: 0, events: 0, busy: false }
+  for (const kind of ['successes', 'attempts', 'deliveries', 'events'] as Kind[]) {
     const { handled, stopped } = await drainBatches(batch, () => pruneBatch(sql, kind, cutoff, batch), budget)
     result[kind] += handled
     if (stopped) return { ...result, busy: true }
@@ -49,6 +51,13 @@ async function pruneBatch(sql: Sql, kind: Kind, cutoff: Date, batch: number): Pr
   return sql.begin(async (tx) => {
     const [lock] = await tx<{ locked: boolean }[]>`select pg_try_advisory_xact_lock(${LOCK_ID}) as locked`
     if (!lock!.locked) return null
+    if (kind === 'successes') {
+      // Successes end their delivery, so no delivery in progress needs them.
+      const r = await tx`delete from webhook_successes where id in (
+          select id from webhook_successes where created_at < ${cutoff}
+          order by created_at limit ${batch} for update skip locked)`
+      return r.count
+    }
     if (kind === 'attempts') {
       // A delivery still in progress keeps its whole history.
       const r = await tx`delete from webhook_attempts where id in (

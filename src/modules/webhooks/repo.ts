@@ -121,9 +121,25 @@ export const toAttempt = (r: AttemptRow): DeliveryAttempt => ({
 export const attemptColumns = (sql: Sql | Tx) =>
   sql`id, event_id, event_type, attempt, status_code, success, duration_ms, error, created_at`
 
+/**
+ * The webhook's last `limit` attempts, newest first. Successes are stored one row per logged batch
+ * (sql/032_webhook_successes.sql), so only the newest of those rows whose attempts the answer needs are
+ * opened (their counts are read first, from the index's rows, without the attempts themselves).
+ */
 export async function recentAttempts(sql: Sql, webhookId: string, limit = 20): Promise<DeliveryAttempt[]> {
-  const rows = await sql<AttemptRow[]>`select ${attemptColumns(sql)} from webhook_attempts
-    where webhook_id = ${webhookId} order by created_at desc, id desc limit ${limit}`
+  const rows = await sql<AttemptRow[]>`with heads as (
+      select id, n, created_at from webhook_successes
+      where webhook_id = ${webhookId} order by created_at desc, id desc limit ${limit}
+    ), needed as (
+      select id from (select id, sum(n) over (order by created_at desc, id desc) - n as before from heads) h
+      where before < ${limit}
+    )
+    (select ${attemptColumns(sql)} from webhook_attempts
+      where webhook_id = ${webhookId} order by created_at desc, id desc limit ${limit})
+    union all
+    (select a->>0, a->>2, a->>3, (a->>4)::int, (a->>5)::int, true, (a->>6)::int, null, s.created_at
+      from webhook_successes s join needed using (id), jsonb_array_elements(s.attempts) a)
+    order by created_at desc, id desc limit ${limit}`
   return rows.map(toAttempt)
 }
 
