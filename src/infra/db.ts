@@ -68,7 +68,71 @@ function keepWarm(sql: Sql, n: number): () => void {
 
 type Listen = Db['listen']
 
+/** What a transaction begun with a Db's `sql.begin` runs once it has ended (see afterCommit). */
+interface Ending {
+  pool: Sql
+  committed: (() => void)[]
+  rolledBack: (() => void)[]
+}
+const endings = new WeakMap<object, Ending>()
+
+/**
+ * Runs `onCommit` once the transaction `tx` has committed, or `onRollback` once it has not (its callback
+ * or one of its statements failed, or COMMIT did). Both run after `sql.begin` has settled, before it
+ * returns to its caller; an exception in either is swallowed. Only for a transaction begun with a Db's
+ * `sql.begin`: a savepoint's scope (`tx.savepoint`) or any other Sql gives false, and nothing is
+ * registered (the caller does without).
+ *
+ * Settled means postgres.js settled: `begin` resolves only when COMMIT succeeded and no statement of the
+ * transaction failed. A connection lost while COMMIT was under way rejects it though the commit may have
+ * happened, so `onRollback` must be safe in that case too.
+ */
+export function afterCommit(tx: Tx, onCommit: () => void, onRollback: () => void): boolean {
+  const ending = endings.get(tx)
+  if (!ending) return false
+  ending.committed.push(onCommit)
+  ending.rolledBack.push(onRollback)
+  return true
+}
+
+/** The Db's Sql (pool) that began `tx` with `sql.begin`; undefined as for afterCommit. */
+export const poolOf = (tx: Tx): Sql | undefined => endings.get(tx)?.pool
+
+/** Makes `sql.begin` record each transaction's ending, for afterCommit. */
+function trackEndings(sql: Sql): void {
+  type Begin = (options: string, fn: (tx: Tx) => unknown) => Promise<unknown>
+  const begin = (sql.begin as unknown as Begin).bind(sql)
+  const run = (fns: (() => void)[]) => {
+    for (const fn of fns) {
+      try {
+        fn()
+      } catch {
+        // a hook must not turn a settled transaction into an error
+      }
+    }
+  }
+  const tracked = async (a: unknown, b?: unknown) => {
+    const [options, fn] = (typeof a === 'function' ? ['', a] : [a, b]) as [string, (tx: Tx) => unknown]
+    let ending: Ending | undefined
+    let result: unknown
+    try {
+      result = await begin(options, (tx) => {
+        ending = { pool: sql, committed: [], rolledBack: [] }
+        endings.set(tx, ending)
+        return fn(tx)
+      })
+    } catch (err) {
+      if (ending) run(ending.rolledBack)
+      throw err
+    }
+    if (ending) run(ending.committed)
+    return result
+  }
+  Object.assign(sql, { begin: tracked })
+}
+
 function wrap(sql: Sql, kind: Db['kind'], listen: Listen, onClose: () => Promise<void> = async () => {}): Db {
+  trackEndings(sql)
   return {
     sql,
     kind,

@@ -91,6 +91,12 @@ export const webhookDeliveries = new client.Counter({
   registers: [registry],
 })
 
+export const webhookOwnDeliveries = new client.Counter({
+  name: 'keyward_webhook_own_deliveries_total',
+  help: "Webhook deliveries a node took from its own transactions at commit, without a claim statement",
+  registers: [registry],
+})
+
 export const webhookHandedBack = new client.Counter({
   name: 'keyward_webhook_claims_handed_back_total',
   help: 'Claimed webhook deliveries handed back unsent because no slot freed in time (a slow receiver backing up)',

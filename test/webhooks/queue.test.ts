@@ -5,13 +5,13 @@ import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { seal } from '../../src/infra/crypto'
 import type { Db } from '../../src/infra/db'
 import { migrate } from '../../src/infra/migrate'
-import { emitMany, SYSTEM } from '../../src/modules/events/outbox'
-import { claimDue, logAttempts, type AttemptRecord, type Job, type Verdict } from '../../src/modules/webhooks/queue'
+import { emitMany, offerOwnDeliveries, SYSTEM, type DeliveryTaker, type OwnDelivery } from '../../src/modules/events/outbox'
+import { claimDue, logAttempts, messageOf, ownJobs, type AttemptRecord, type Job, type Verdict } from '../../src/modules/webhooks/queue'
 import { recentAttempts } from '../../src/modules/webhooks/repo'
 import type { AttemptOutcome } from '../../src/modules/webhooks/sender'
 import type { Deps } from '../../src/deps'
 import { createLogger } from '../../src/infra/log'
-import { webhookHandedBack } from '../../src/infra/metrics'
+import { webhookHandedBack, webhookOwnDeliveries } from '../../src/infra/metrics'
 import { DeliveryWorker } from '../../src/modules/webhooks/worker'
 import { freshDatabase, testConfig, type TestDb } from '../support/harness'
 import { LOCAL_DELIVERY } from './helpers'
@@ -72,13 +72,13 @@ const rec = (job: Job, outcome: AttemptOutcome, verdict: Verdict): AttemptRecord
 test('one claim takes a batch of due deliveries, leases them and signs each; a second claim gets none of them', async () => {
   const ids = await events(5)
   const jobs = await claimDue(db.sql, KEY, 10, LEASE_MS)
-  expect(new Set(jobs.map((j) => j.message.id))).toEqual(new Set(ids))
+  expect(new Set(jobs.map((j) => j.event.id))).toEqual(new Set(ids))
   const order = jobs.map((j) => Number(j.deliveryId))
   expect(order).toEqual([...order].sort((a, b) => a - b)) // oldest first (all due at once: by id)
   for (const job of jobs) {
     expect(job.webhookId).toBe(webhookId)
     expect(job.attempts).toBe(0)
-    expect(job.message.headers['webhook-signature']).toStartWith('v1,')
+    expect(messageOf(job).headers['webhook-signature']).toStartWith('v1,')
     const d = await delivery(job.deliveryId)
     expect(d?.status).toBe('pending')
     expect(d!.due_in_ms).toBeGreaterThan(LEASE_MS - 10_000) // leased, not due
@@ -163,7 +163,7 @@ test('an error text holding a NUL byte (a receiver\'s body) is logged, and does 
 test('a claim whose node died runs out: the delivery is claimed again after its lease, and only then', async () => {
   const [eventId] = await events(1)
   const [dead] = await claimDue(db.sql, KEY, 10, 400) // this node never sends nor records
-  expect(dead.message.id).toBe(eventId)
+  expect(dead.event.id).toBe(eventId)
   expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([]) // still leased
   const [{ until }] = await db.sql<{ until: Date }[]>`select leased_until as until from webhook_deliveries where id = ${dead.deliveryId}`
 
@@ -172,7 +172,7 @@ test('a claim whose node died runs out: the delivery is claimed again after its 
     await Bun.sleep(50)
     again = await claimDue(db.sql, KEY, 10, LEASE_MS)
   }
-  expect(again.map((j) => [j.deliveryId, j.attempts, j.message.id])).toEqual([[dead.deliveryId, 0, eventId]])
+  expect(again.map((j) => [j.deliveryId, j.attempts, j.event.id])).toEqual([[dead.deliveryId, 0, eventId]])
   const [{ now }] = await db.sql<{ now: Date }[]>`select now()`
   expect(now.getTime()).toBeGreaterThanOrEqual(until.getTime())
 
@@ -194,7 +194,7 @@ test('a delivery acknowledged 2xx is never claimed again, even once its lease wo
 test('claimers racing over the same due rows split them: each delivery claimed exactly once', async () => {
   const ids = await events(120)
   const batches = await Promise.all(Array.from({ length: 6 }, () => claimDue(db.sql, KEY, 30, LEASE_MS)))
-  const claimed = batches.flat().map((j) => j.message.id)
+  const claimed = batches.flat().map((j) => j.event.id)
   expect(claimed.length).toBe(120)
   expect(new Set(claimed)).toEqual(new Set(ids))
 })
@@ -279,6 +279,99 @@ test('a claimed job that cannot start in time is handed back unsent, then delive
       from webhook_attempt_log where webhook_id = ${webhookId} order by event_id`
     expect(attempts.map((a) => [a.event_id, a.attempt, a.success])).toEqual([...ids].sort().map((id) => [id, 1, true]))
     expect(await db.sql`select 1 from webhook_deliveries where webhook_id = ${webhookId}`).toHaveLength(0)
+  } finally {
+    await rx.stop()
+  }
+})
+
+/** A stand-in for a node's worker that holds `room`, and records what it is given back and handed. */
+function recordingTaker(room: number, leaseMs: number) {
+  const handed: { held: number; own: OwnDelivery[]; committed: boolean }[] = []
+  let released = 0
+  const taker: DeliveryTaker = {
+    leaseMs,
+    reserve: () => room,
+    release: (n) => void (released += n),
+    settle: (held, own, committed) => void handed.push({ held, own, committed }),
+  }
+  return { taker, handed, released: () => released }
+}
+
+test('a transaction\'s own deliveries: as many as its node\'s worker has room for are written taken and handed over at commit; the rest are claimed', async () => {
+  const { taker, handed, released } = recordingTaker(3, 2_000)
+  const undo = offerOwnDeliveries(db.sql, taker)
+  let ids: string[]
+  try {
+    ids = await events(5)
+  } finally {
+    undo()
+  }
+  expect(released()).toBe(0) // room for 3, 3 taken
+  expect(handed).toHaveLength(1)
+  const { held, own, committed } = handed[0]!
+  expect({ held, committed, taken: own.length }).toEqual({ held: 3, committed: true, taken: 3 })
+  const [{ created_at }] = await db.sql<{ created_at: Date }[]>`select created_at from events where id = ${ids[0]!}`
+  for (const d of own) {
+    expect(d.webhookId).toBe(webhookId)
+    expect(d.url).toBe('http://127.0.0.1:9/hook')
+    const i = ids.indexOf(d.event.id)
+    expect(i).toBeGreaterThanOrEqual(0)
+    expect(d.event).toEqual({ id: ids[i]!, type: 'key.created', createdAt: created_at, actor: SYSTEM, data: { id: `key_${i}`, i } })
+  }
+
+  // the other two are due now, for any node's claim; the taken ones are not (their node sends them)
+  const takenIds = new Set(own.map((d) => d.deliveryId))
+  const claimed = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  expect(claimed.map((j) => j.event.id).sort()).toEqual(ids.filter((id) => !own.some((d) => d.event.id === id)).sort())
+  // the node never sent them (it died): due for anyone when the lease would have ended
+  await Bun.sleep(2_100)
+  const later = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  expect(new Set(later.map((j) => j.deliveryId))).toEqual(takenIds)
+  // and the claim signs what the node would have: the same event, the same body
+  const { jobs } = ownJobs(KEY, own)
+  for (const job of later) {
+    const mine = jobs.find((j) => j.deliveryId === job.deliveryId)!
+    expect(messageOf(mine, 1_000_000).body).toBe(messageOf(job, 1_000_000).body)
+    expect(messageOf(mine, 1_000_000).headers).toEqual(messageOf(job, 1_000_000).headers)
+  }
+})
+
+test('a transaction that rolls back hands nothing over, gives its room back and leaves no delivery', async () => {
+  const { taker, handed, released } = recordingTaker(10, LEASE_MS)
+  const undo = offerOwnDeliveries(db.sql, taker)
+  try {
+    const failing = db.sql.begin(async (tx) => {
+      await emitMany(tx, [0, 1].map((i) => ({ accountId: 'acc_q', type: 'key.created' as const, data: { id: `key_${i}` }, actor: SYSTEM })))
+      throw new Error('rolled back')
+    })
+    await expect(failing).rejects.toThrow('rolled back')
+  } finally {
+    undo()
+  }
+  expect(released()).toBe(8) // 10 held, 2 written
+  expect(handed.map((h) => [h.held, h.own.length, h.committed])).toEqual([[2, 2, false]])
+  expect(await db.sql`select 1 from webhook_deliveries where webhook_id = ${webhookId}`).toHaveLength(0)
+})
+
+test('a worker sends its node\'s own deliveries at commit, with no claim; stopping releases those not started: due at once', async () => {
+  const rx = await slowReceiver(400)
+  const own = async () => (await webhookOwnDeliveries.get()).values[0]?.value ?? 0
+  try {
+    const worker = await oneSlotWorker()
+    // its first claim (work from before a restart: none) holds room until it is back
+    while (worker['claims'].size > 0) await Bun.sleep(5)
+    const before = await own()
+    const ids = await events(2) // one slot and one waiting: both taken
+    expect((await own()) - before).toBe(2)
+    await rx.waitFor((all) => all.length >= 1, 10_000, 'the first attempt')
+    await worker.stop(5_000) // the attempt in flight finishes
+    expect(rx.received.length).toBe(1)
+    expect(rx.received[0]!.error).toBeNull() // signed with the webhook's secret
+    const sent = rx.received[0]!.payload!.id
+    const rows = await db.sql<{ event_id: string; status: string; attempts: number; due: boolean }[]>`select event_id, status,
+        attempts, next_attempt_at <= now() and (leased_until is null or leased_until <= now()) as due
+      from webhook_deliveries where webhook_id = ${webhookId} order by id`
+    expect(rows.map((r) => [r.event_id, r.status, r.attempts, r.due])).toEqual([[ids.find((id) => id !== sent)!, 'pending', 0, true]])
   } finally {
     await rx.stop()
   }

@@ -1,6 +1,6 @@
 // The outbox: every state change calls `emit` inside its own transaction, so a change is never
 // committed without its event. Delivery (webhooks) reads these rows later.
-import type { Tx } from '../../infra/db'
+import { afterCommit, poolOf, type Sql, type Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import type { Principal } from '../../core/principal'
 import { ACTOR_TYPES, EVENT_TYPES, type ActorType, type EventType } from '../../core/events'
@@ -39,6 +39,49 @@ export function resourceIdsOf(data: unknown): string[] {
 /** Postgres NOTIFY channel that wakes the webhook delivery workers of every node at commit. */
 export const WEBHOOK_WAKE_CHANNEL = 'keyward_webhooks'
 
+/** A delivery written by a node's own transaction and taken by that node's worker without a claim. */
+export interface OwnDelivery {
+  deliveryId: string
+  webhookId: string
+  url: string
+  secretSealed: string
+  event: { id: string; type: EventType; createdAt: Date; actor: Actor; data: unknown }
+}
+
+/**
+ * A node's delivery worker, offered the deliveries its node's own transactions write, so that it need
+ * not claim them back from Postgres (see emitMany). `reserve` says how many it can take now and holds
+ * that room; `release` gives back what a statement did not use; `settle` hands over what was taken once
+ * the transaction has ended (dropped when it did not commit), with the room it held. `at` is when the
+ * statement was sent (performance.now()): its lease, `leaseMs`, runs from a moment after that.
+ */
+export interface DeliveryTaker {
+  readonly leaseMs: number
+  reserve(): number
+  release(n: number): void
+  settle(held: number, own: OwnDelivery[], committed: boolean, at: number): void
+}
+
+/** Per pool, the workers offered its transactions' deliveries (one per node; tests run more on one pool). */
+const takers = new WeakMap<Sql, DeliveryTaker[]>()
+
+/** Offers `taker` the deliveries written by transactions of `pool` (a node's Db sql). Returns the undo. */
+export function offerOwnDeliveries(pool: Sql, taker: DeliveryTaker): () => void {
+  const list = takers.get(pool) ?? []
+  takers.set(pool, [...list, taker])
+  return () => takers.set(pool, (takers.get(pool) ?? []).filter((t) => t !== taker))
+}
+
+/** The first worker offered `tx`'s deliveries that has room for some, with the room it holds for them. */
+function reserveFor(tx: Tx): { taker: DeliveryTaker; held: number } | null {
+  const pool = poolOf(tx)
+  for (const taker of (pool && takers.get(pool)) || []) {
+    const held = taker.reserve()
+    if (held > 0) return { taker, held }
+  }
+  return null
+}
+
 /**
  * Writes the event and, in the same statement, one webhook delivery per active webhook of the account
  * subscribed to `type` (those existing now). When there is one, `pg_notify` wakes the delivery workers;
@@ -61,6 +104,14 @@ export interface PendingEvent {
  * Writes events (in input order: `seq` follows it) and their webhook deliveries in one statement (see
  * `emit`): the inactivity release's batches take one round trip instead of one per event (measured
  * ≈10× faster for a batch of 500).
+ *
+ * The node's own deliveries. When `tx` was begun by a node whose delivery worker has room (a
+ * DeliveryTaker), up to that many of the new deliveries are written already taken: due only when a
+ * lease would end (`next_attempt_at` = the statement's time + the lease), and handed to the worker with
+ * everything signing needs once the transaction commits. The worker sends them at once, with no claim
+ * statement (the claim was a third of Postgres's work per delivery). Should the node die first, they are
+ * due when the lease ends, for any node, as a claimed delivery would be. The rest are due now, and
+ * NOTIFY wakes every node's worker to claim them.
  */
 export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise<string[]> {
   if (events.length === 0) return []
@@ -74,7 +125,17 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
     actor_id: e.actor.id,
     resource_ids: resourceIdsOf(e.data),
   }))
-  await tx`with input as (
+  const at = performance.now()
+  const reserved = reserveFor(tx)
+  const taker = reserved?.taker
+  let held = reserved?.held ?? 0
+  let own: OwnDelivery[] = []
+  if (held > 0 && !afterCommit(tx, () => taker!.settle(held, own, true, at), () => taker!.settle(held, own, false, at))) {
+    taker!.release(held)
+    held = 0
+  }
+  const leaseSecs = held > 0 ? taker!.leaseMs / 1000 : 0
+  const [result] = await tx<{ taken: [string, string, string, string, string, unknown][]; created_at: Date }[]>`with input as (
       select e->>'id' as id, e->>'account_id' as account_id, e->>'type' as type, e->'data' as data,
         e->>'actor_type' as actor_type, e->>'actor_id' as actor_id,
         array(select jsonb_array_elements_text(e->'resource_ids')) as resource_ids, n
@@ -82,13 +143,30 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
     ), ev as (
       insert into events (id, account_id, type, data, actor_type, actor_id, resource_ids)
       select id, account_id, type, data, actor_type, actor_id, resource_ids from input order by n
-      returning id, account_id, type
+      returning id, account_id, type, data
     ), fan as (
-      insert into webhook_deliveries (webhook_id, event_id, account_id)
-      select w.id, ev.id, w.account_id from ev join webhooks w
-        on w.account_id = ev.account_id and w.is_active and ev.type = any (w.events)
-      returning 1
+      insert into webhook_deliveries (webhook_id, event_id, account_id, next_attempt_at)
+      select w.id, ev.id, w.account_id,
+        case when row_number() over () <= ${held}::int then statement_timestamp() + make_interval(secs => ${leaseSecs}::float8)
+             else now() end
+      from ev join webhooks w on w.account_id = ev.account_id and w.is_active and ev.type = any (w.events)
+      returning id, webhook_id, event_id, next_attempt_at > now() as taken
+    ), wake as (
+      select pg_notify(${WEBHOOK_WAKE_CHANNEL}, '') from (select 1) one where exists (select 1 from fan where not fan.taken)
     )
-    select pg_notify(${WEBHOOK_WAKE_CHANNEL}, '') from (select 1) one where exists (select 1 from fan)`
+    select (select count(*) from wake) as woke, now() as created_at,
+      (select coalesce(json_agg(json_build_array(f.id::text, f.webhook_id, f.event_id, w.url, w.secret_sealed, ev.data)), '[]')
+       from fan f join webhooks w on w.id = f.webhook_id join ev on ev.id = f.event_id where f.taken) as taken`
+  if (held > 0) {
+    const byId = new Map(ids.map((id, i) => [id, events[i]!]))
+    // `data` as stored (jsonb orders an object's keys its own way), so that this first attempt's body is
+    // the very one a claim would build for a retry
+    own = result!.taken.map(([deliveryId, webhookId, eventId, url, secretSealed, data]) => {
+      const e = byId.get(eventId)!
+      return { deliveryId, webhookId, url, secretSealed, event: { id: eventId, type: e.type, createdAt: result!.created_at, actor: e.actor, data } }
+    })
+    taker!.release(held - own.length)
+    held = own.length
+  }
   return ids
 }

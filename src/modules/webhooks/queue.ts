@@ -5,16 +5,57 @@ import { newId, open } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
 import { cancelPending } from './repo'
 import type { AttemptOutcome } from './sender'
-import { secretBytes, signEvent, type SignedMessage } from './signer'
+import type { OwnDelivery } from '../events/outbox'
+import { secretBytes, signEvent, type SignedMessage, type WebhookEvent } from './signer'
 
 export interface Job {
   deliveryId: string
   webhookId: string
   url: string
-  eventType: string
   /** Attempts already made (the claim is attempt `attempts + 1`). */
   attempts: number
-  message: SignedMessage
+  event: WebhookEvent
+  /** The webhook's signing key (the bytes of its secret). */
+  key: Uint8Array
+}
+
+/** The job's message, signed now: `webhook-timestamp` is the time of the attempt, not of the claim. */
+export const messageOf = (job: Job, now = Date.now()): SignedMessage => signEvent(job.key, job.event, now)
+
+/**
+ * Opens sealed webhook secrets into signing keys, each once (a burst for one endpoint shares it); null
+ * for one sealed under another SECRET_KEY, which can never be signed.
+ */
+function keyOpener(secretKey: Uint8Array): (sealed: string) => Uint8Array | null {
+  const keys = new Map<string, Uint8Array | null>()
+  return (sealed) => {
+    let key = keys.get(sealed)
+    if (key === undefined) {
+      try {
+        key = secretBytes(open(secretKey, sealed).toString('utf8'))
+      } catch {
+        key = null
+      }
+      keys.set(sealed, key)
+    }
+    return key
+  }
+}
+
+/**
+ * Jobs for the deliveries a node's own transaction wrote already taken (outbox.ts emitMany): no claim.
+ * Those whose secret cannot be opened are returned apart, to be released to the claim, which fails them.
+ */
+export function ownJobs(secretKey: Uint8Array, own: OwnDelivery[]): { jobs: Job[]; unsignable: Job[] } {
+  const keyOf = keyOpener(secretKey)
+  const jobs: Job[] = []
+  const unsignable: Job[] = []
+  for (const d of own) {
+    const key = keyOf(d.secretSealed)
+    const job = { deliveryId: d.deliveryId, webhookId: d.webhookId, url: d.url, attempts: 0, event: d.event, key: key ?? new Uint8Array() }
+    ;(key ? jobs : unsignable).push(job)
+  }
+  return { jobs, unsignable }
 }
 
 type ClaimRow = {
@@ -54,21 +95,11 @@ export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: numb
   // index scan in due order, whatever the table's statistics say (see there).
   const rows = await sql<ClaimRow[]>`select * from webhook_claim_due(${limit}::int, ${leaseMs / 1000}::float8)`
   if (rows.length === 0) return []
-  const now = Date.now()
   const jobs: Job[] = []
-  // One webhook's secret is opened (and its key decoded) once per batch (a burst for one endpoint shares it).
-  const secrets = new Map<string, Uint8Array | null>()
+  const keyOf = keyOpener(secretKey)
   for (const r of rows) {
-    let secret = secrets.get(r.secret_sealed)
-    if (secret === undefined) {
-      try {
-        secret = secretBytes(open(secretKey, r.secret_sealed).toString('utf8'))
-      } catch {
-        secret = null
-      }
-      secrets.set(r.secret_sealed, secret)
-    }
-    if (secret === null) {
+    const key = keyOf(r.secret_sealed)
+    if (key === null) {
       // Sealed under another SECRET_KEY: it can never be signed, so fail it (logged) instead of
       // letting it block the queue. Rare, so one statement per row is fine; the lease keeps it ours.
       await failUnsignable(sql, r)
@@ -78,9 +109,9 @@ export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: numb
       deliveryId: String(r.id),
       webhookId: r.webhook_id,
       url: r.url,
-      eventType: r.type,
       attempts: r.attempts,
-      message: signEvent(secret, { id: r.event_id, type: r.type, createdAt: r.created_at, actor: { type: r.actor_type, id: r.actor_id }, data: r.data }, now),
+      event: { id: r.event_id, type: r.type, createdAt: r.created_at, actor: { type: r.actor_type, id: r.actor_id }, data: r.data },
+      key,
     })
   }
   return jobs
@@ -145,7 +176,7 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
       status: v.kind === 'retry' ? 'pending' : v.kind === 'succeeded' ? 'succeeded' : 'failed',
       delay_secs: v.kind === 'retry' ? v.delayMs / 1000 : 0,
       attempt_id: newId('whd'),
-      event_type: job.eventType,
+      event_type: job.event.type,
       status_code: outcome.statusCode,
       success: outcome.success,
       duration_ms: outcome.durationMs,
@@ -161,12 +192,15 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
   return new Set(rows.map((r) => String(r.delivery_id)))
 }
 
-/** Makes claimed-but-unattempted deliveries due again at once (a node shutting down mid-attempt). */
+/**
+ * Makes claimed-but-unattempted deliveries due again at once (a node shutting down mid-attempt). A
+ * delivery its node took at its write (ownJobs) is due when its lease would end: that moves to now.
+ */
 export async function releaseClaims(sql: Sql, jobs: Job[]): Promise<void> {
   if (jobs.length === 0) return
   const ids = jobs.map((j) => j.deliveryId)
   const attempts = jobs.map((j) => String(j.attempts))
-  await sql`update webhook_deliveries w set leased_until = null
+  await sql`update webhook_deliveries w set leased_until = null, next_attempt_at = least(w.next_attempt_at, now())
     from unnest(${ids}::text[], ${attempts}::text[]) as j(id, attempts)
     where w.id = j.id::bigint and w.attempts = j.attempts::int and w.status = 'pending'`
 }

@@ -1,14 +1,19 @@
-// How fast attempts are finishing, for sizing the worker's claimed-ahead backlog (worker.ts `ahead`).
+// How fast attempts are finishing, for sizing the worker's claimed-ahead backlog (worker.ts `ahead`) and
+// how many of its node's own deliveries it takes (worker.ts `takeCap`).
 
 export class FinishRate {
   private rate = 0
   private finished = 0
   private windowStart: number
+  /** The fastest full window within the last `peakMs`, and when it closed. */
+  private peakRate = 0
+  private peakAt = Number.NEGATIVE_INFINITY
 
   /** Measured over windows of at least `windowMs`; `now` is injectable for tests. */
   constructor(
     private readonly windowMs: number,
     private readonly now: () => number = () => performance.now(),
+    private readonly peakMs = 30_000,
   ) {
     this.windowStart = now()
   }
@@ -21,6 +26,18 @@ export class FinishRate {
     this.rate = (this.finished * 1000) / (now - this.windowStart)
     this.finished = 0
     this.windowStart = now
+    if (this.rate >= this.peakRate || now - this.peakAt > this.peakMs) {
+      this.peakRate = this.rate
+      this.peakAt = now
+    }
+  }
+
+  /**
+   * The fastest rate of a full window closed within the last `peakMs` (0 if none): what an idle worker
+   * can expect of its next burst, where `perSecond` has fallen to nothing.
+   */
+  recentPeak(): number {
+    return this.now() - this.peakAt > this.peakMs ? 0 : this.peakRate
   }
 
   /**

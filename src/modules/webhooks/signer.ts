@@ -20,12 +20,17 @@ export interface SignedMessage {
   headers: Record<string, string>
 }
 
+/** What a message says: an event (its body is `{id, type, timestamp, actor, data}`). */
+export interface WebhookEvent {
+  id: string
+  type: string
+  createdAt: Date
+  actor: { type: string; id: string | null }
+  data: unknown
+}
+
 /** `secret` is the `whsec_` text, or its key bytes (secretBytes) when many messages share it. */
-export function signEvent(
-  secret: string | Uint8Array,
-  event: { id: string; type: string; createdAt: Date; actor: { type: string; id: string | null }; data: unknown },
-  now = Date.now(),
-): SignedMessage {
+export function signEvent(secret: string | Uint8Array, event: WebhookEvent, now = Date.now()): SignedMessage {
   const body = JSON.stringify({ id: event.id, type: event.type, timestamp: event.createdAt.toISOString(), actor: event.actor, data: event.data })
   const timestamp = String(Math.floor(now / 1000))
   const mac = new Bun.CryptoHasher('sha256', typeof secret === 'string' ? secretBytes(secret) : secret).update(`${event.id}.${timestamp}.${body}`).digest('base64')

@@ -1,11 +1,12 @@
-// The delivery worker, one per node. Woken by NOTIFY at the commit of an event that has deliveries
-// (every node listens), by its own retry timers, and by a slow poll as the fallback; it claims due
-// deliveries from Postgres (queue.ts), sends them concurrently and logs every attempt.
+// The delivery worker, one per node. It takes the deliveries its own node's transactions write, at their
+// commit, without a claim (outbox.ts emitMany); the rest it claims from Postgres (queue.ts), woken by
+// NOTIFY at the commit of an event that has deliveries (every node listens), by its own retry timers,
+// and by a slow poll as the fallback. It sends them concurrently and logs every attempt.
 import type { Deps } from '../../deps'
-import { webhookDeliveries, webhookHandedBack } from '../../infra/metrics'
-import { WEBHOOK_WAKE_CHANNEL } from '../events/outbox'
+import { webhookDeliveries, webhookHandedBack, webhookOwnDeliveries } from '../../infra/metrics'
+import { offerOwnDeliveries, WEBHOOK_WAKE_CHANNEL, type DeliveryTaker, type OwnDelivery } from '../events/outbox'
 import type { Sql } from '../../infra/db'
-import { claimDue, logAttempts, recordAttempt, releaseClaims, type AttemptRecord, type Job, type Verdict } from './queue'
+import { claimDue, logAttempts, messageOf, ownJobs, recordAttempt, releaseClaims, type AttemptRecord, type Job, type Verdict } from './queue'
 import { FinishRate } from './rate'
 import { send, type AttemptOutcome } from './sender'
 
@@ -32,6 +33,12 @@ const MAX_CLAIM = 500
 const MAX_CLAIMS = 2
 /** Local retry timers only for short delays; longer ones are found by the poll. */
 const MAX_TIMER_MS = 60_000
+/**
+ * The node's own deliveries taken at their commit (see `takeCap`): about this long of work at the rate
+ * attempts finish, at most MAX_TAKEN jobs (≈ 10 MB), at most MAX_CLAIM from one statement.
+ */
+const TAKE_MS = 2_000
+const MAX_TAKEN = 50_000
 
 /** What follows an attempt: attempt n failing is retried after delays[n-1] (±10% jitter), then failed. */
 export function decide(attempt: number, outcome: AttemptOutcome, delaysMs: readonly number[], random = Math.random): Verdict {
@@ -94,10 +101,10 @@ interface Claimed {
   claimedAt: number
 }
 
-export class DeliveryWorker {
+export class DeliveryWorker implements DeliveryTaker {
   private readonly concurrency: number
   private readonly pollMs: number
-  private readonly leaseMs: number
+  readonly leaseMs: number
   /** A claimed job starts within this long of its claim, or not at all: its lease must outlast the attempt (up to the timeout) with 10 s to spare. */
   private readonly startBy: number
   /** Claimed jobs waiting for a slot (see `ahead`). */
@@ -109,6 +116,9 @@ export class DeliveryWorker {
   /** Claim statements in flight, and the rows they asked for (room they take until they are back). */
   private claims = new Set<Promise<void>>()
   private asked = 0
+  /** Room held for the node's own deliveries by transactions not yet ended (reserve/settle). */
+  private incoming = 0
+  private unoffer: (() => void) | null = null
   /** Set when there may be due work not yet claimed: a wake-up. */
   private dirty = false
   /** Set while claims come back full: more is due than was claimed. */
@@ -140,8 +150,51 @@ export class DeliveryWorker {
       this.deps.log.warn({ err: String(err) }, 'webhook worker: LISTEN failed; relying on polling')
     }
     this.poller = setInterval(() => this.wake(), this.pollMs)
+    this.unoffer = offerOwnDeliveries(this.deps.sql, this)
     this.wake() // pending work from before a restart
     return this
+  }
+
+  /**
+   * How many of its node's own deliveries the worker holds at most (claimed, waiting or in flight): what
+   * it can start well within `startBy` at the rate it delivers, TAKE_MS of it (10× short of `startBy`),
+   * measured now while it is busy and as the last 30 s's peak while it idles, and never less than what it
+   * would claim. A receiver that turned slow meanwhile: the jobs that cannot start in time are handed back
+   * like claimed ones (startReady).
+   */
+  private takeCap(): number {
+    const rate = this.inFlight.size === 0 ? this.finishRate.recentPeak() : this.finishRate.perSecond()
+    return Math.max(this.concurrency + this.ahead(), Math.min(MAX_TAKEN, Math.round((rate * TAKE_MS) / 1000)))
+  }
+
+  /** DeliveryTaker: room for the deliveries of a statement about to be written, held until it is settled. */
+  reserve(): number {
+    if (this.stopped) return 0
+    const free = this.takeCap() - this.inFlight.size - this.ready.length - this.asked - this.incoming
+    const n = Math.max(0, Math.min(MAX_CLAIM, free))
+    this.incoming += n
+    return n
+  }
+
+  release(n: number): void {
+    this.incoming -= n
+  }
+
+  /** The deliveries a committed transaction took: sent as if claimed when the statement was (`at`). */
+  settle(held: number, own: OwnDelivery[], committed: boolean, at: number): void {
+    this.incoming -= held
+    if (!committed || own.length === 0) return
+    const { jobs, unsignable } = ownJobs(this.deps.secretKey, own)
+    // A stopped worker starts nothing: due again at once, for any node. So is a delivery whose secret
+    // cannot be opened, for the claim that fails it (logged).
+    const back = this.stopped ? [...jobs, ...unsignable] : unsignable
+    if (back.length > 0) {
+      releaseClaims(this.deps.sql, back).catch((err) => this.deps.log.warn({ err: String(err) }, 'webhook worker: release of own deliveries failed'))
+    }
+    if (this.stopped) return
+    webhookOwnDeliveries.inc(jobs.length)
+    for (const job of jobs) this.ready.push({ job, claimedAt: at })
+    this.kick()
   }
 
   /** There may be due work: claim it (now, or when the local backlog runs low). */
@@ -159,6 +212,7 @@ export class DeliveryWorker {
    * for a fast one: jobs not started within `startBy` are handed back (startReady).
    */
   private ahead = () => Math.min(MAX_AHEAD, Math.max(this.concurrency, Math.round((this.finishRate.perSecond() * AHEAD_MS) / 1000)))
+  // (Room held for transactions still open is not counted: a long one must not stop the claims meanwhile.)
   private room = () => this.concurrency + this.ahead() - this.inFlight.size - this.ready.length - this.asked
   /**
    * Claim when idle, or once there is room for a batch worth a statement: a quarter of the slots or of
@@ -238,7 +292,7 @@ export class DeliveryWorker {
 
   private async attempt(job: Job, sent: () => void): Promise<void> {
     const { config, sql, log } = this.deps
-    const outcome = await send(job.url, job.message, {
+    const outcome = await send(job.url, messageOf(job), {
       allowPrivate: config.webhookAllowPrivateUrls,
       timeoutMs: config.webhookTimeoutMs,
       signal: this.abort.signal,
@@ -254,7 +308,7 @@ export class DeliveryWorker {
     webhookDeliveries.inc({ outcome: METRIC_OUTCOME[verdict.kind] })
     if (log.isLevelEnabled('debug')) {
       log.debug(
-        { webhook: job.webhookId, delivery: job.deliveryId, event: job.message.id, attempt: job.attempts + 1,
+        { webhook: job.webhookId, delivery: job.deliveryId, event: job.event.id, attempt: job.attempts + 1,
           status: outcome.statusCode, ms: outcome.durationMs, verdict: verdict.kind },
         'webhook attempt',
       )
@@ -274,6 +328,7 @@ export class DeliveryWorker {
   async stop(graceMs: number): Promise<void> {
     if (this.stopped) return
     this.stopped = true
+    this.unoffer?.()
     if (this.poller) clearInterval(this.poller)
     for (const t of this.timers) clearTimeout(t)
     this.timers.clear()
