@@ -101,6 +101,8 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   await c.shoot('key-created')
   await page.getByRole('link', { name: 'Open the key' }).click()
   await page.getByRole('heading', { name: /^Key / }).waitFor()
+  // the devices section is filled after the heading (its own request): wait for it, then count
+  await page.getByText('No device holds this key right now.').waitFor()
   expect(await page.getByText('No device holds this key right now.').count()).toBe(1)
 
   // A shipped application validates: the device shows up on the key's page.
