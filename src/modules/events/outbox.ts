@@ -84,8 +84,9 @@ function reserveFor(tx: Tx): { taker: DeliveryTaker; held: number } | null {
 
 /**
  * Writes the event and, in the same statement, one webhook delivery per active webhook of the account
- * subscribed to `type` (those existing now). When there is one, `pg_notify` wakes the delivery workers;
- * Postgres sends it only at commit, so a rolled-back change delivers nothing.
+ * subscribed to `type` (those existing now). The node's worker takes what it has room for (emitMany);
+ * for any left to claim, `pg_notify` wakes the delivery workers. Both happen only at commit, so a
+ * rolled-back change delivers nothing.
  */
 export async function emit(tx: Tx, accountId: string, type: EventType, data: unknown, actor: Actor): Promise<string> {
   const [id] = await emitMany(tx, [{ accountId, type, data, actor }])
