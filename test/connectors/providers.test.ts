@@ -99,8 +99,15 @@ describe('Paddle', () => {
   })
 })
 
+/**
+ * A fresh `updated_at` for every call: it is part of the inbox key, so two changes of one object within
+ * the same millisecond (this machine is that fast) would read as a redelivery of the first.
+ */
+let lastStamp = 0
+const nextStamp = () => new Date((lastStamp = Math.max(Date.now(), lastStamp + 1))).toISOString()
+
 async function lemon(s: Setup, event_name: string, type: string, id: string, attributes: Record<string, unknown>) {
-  const payload = JSON.stringify({ meta: { event_name, custom_data: null }, data: { type, id, attributes: { updated_at: new Date().toISOString(), ...attributes } } })
+  const payload = JSON.stringify({ meta: { event_name, custom_data: null }, data: { type, id, attributes: { updated_at: nextStamp(), ...attributes } } })
   const res = await deliver(h, s.connector.endpoint_path, payload, lemonHeaders(payload, event_name))
   if (res.status !== 200) throw new Error(`${event_name} → ${res.status} ${JSON.stringify(res.body)}`)
   return res.body as { outcome: string; detail: string }
