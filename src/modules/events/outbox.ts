@@ -127,15 +127,12 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
     resource_ids: resourceIdsOf(e.data),
   }))
   const at = performance.now()
-  const reserved = reserveFor(tx)
+  const reserved = reserveFor(tx) // only for a transaction the Db tracks, so afterCommit takes its hooks
   const taker = reserved?.taker
   let held = reserved?.held ?? 0
   let own: OwnDelivery[] = []
-  if (held > 0 && !afterCommit(tx, () => taker!.settle(held, own, true, at), () => taker!.settle(held, own, false, at))) {
-    taker!.release(held)
-    held = 0
-  }
-  const leaseSecs = held > 0 ? taker!.leaseMs / 1000 : 0
+  if (taker) afterCommit(tx, () => taker.settle(held, own, true, at), () => taker.settle(held, own, false, at))
+  const leaseSecs = taker ? taker.leaseMs / 1000 : 0
   const [result] = await tx<{ taken: [string, string, string, string, string, unknown][]; created_at: Date }[]>`with input as (
       select e->>'id' as id, e->>'account_id' as account_id, e->>'type' as type, e->'data' as data,
         e->>'actor_type' as actor_type, e->>'actor_id' as actor_id,
@@ -155,10 +152,12 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
     ), wake as (
       select pg_notify(${WEBHOOK_WAKE_CHANNEL}, '') from (select 1) one where exists (select 1 from fan where not fan.taken)
     )
+    -- \`woke\` is read by no one: naming \`wake\` here is what makes Postgres run it (a CTE that only
+    -- selects runs only when referenced)
     select (select count(*) from wake) as woke, now() as created_at,
       (select coalesce(json_agg(json_build_array(f.id::text, f.webhook_id, f.event_id, w.url, w.secret_sealed, ev.data)), '[]')
        from fan f join webhooks w on w.id = f.webhook_id join ev on ev.id = f.event_id where f.taken) as taken`
-  if (held > 0) {
+  if (taker) {
     const byId = new Map(ids.map((id, i) => [id, events[i]!]))
     // `data` as stored (jsonb orders an object's keys its own way), so that this first attempt's body is
     // the very one a claim would build for a retry
@@ -166,7 +165,7 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
       const e = byId.get(eventId)!
       return { deliveryId, webhookId, url, secretSealed, event: { id: eventId, type: e.type, createdAt: result!.created_at, actor: e.actor, data } }
     })
-    taker!.release(held - own.length)
+    taker.release(held - own.length)
     held = own.length
   }
   return ids

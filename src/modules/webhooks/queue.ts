@@ -42,18 +42,21 @@ function keyOpener(secretKey: Uint8Array): (sealed: string) => Uint8Array | null
   }
 }
 
+/** A claimed (or taken) delivery as releaseClaims needs it: which row, at which attempt count. */
+export type Claim = Pick<Job, 'deliveryId' | 'attempts'>
+
 /**
  * Jobs for the deliveries a node's own transaction wrote already taken (outbox.ts emitMany): no claim.
  * Those whose secret cannot be opened are returned apart, to be released to the claim, which fails them.
  */
-export function ownJobs(secretKey: Uint8Array, own: OwnDelivery[]): { jobs: Job[]; unsignable: Job[] } {
+export function ownJobs(secretKey: Uint8Array, own: OwnDelivery[]): { jobs: Job[]; unsignable: Claim[] } {
   const keyOf = keyOpener(secretKey)
   const jobs: Job[] = []
-  const unsignable: Job[] = []
+  const unsignable: Claim[] = []
   for (const d of own) {
     const key = keyOf(d.secretSealed)
-    const job = { deliveryId: d.deliveryId, webhookId: d.webhookId, url: d.url, attempts: 0, event: d.event, key: key ?? new Uint8Array() }
-    ;(key ? jobs : unsignable).push(job)
+    if (key === null) unsignable.push({ deliveryId: d.deliveryId, attempts: 0 })
+    else jobs.push({ deliveryId: d.deliveryId, webhookId: d.webhookId, url: d.url, attempts: 0, event: d.event, key })
   }
   return { jobs, unsignable }
 }
@@ -196,7 +199,7 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
  * Makes claimed-but-unattempted deliveries due again at once (a node shutting down mid-attempt). A
  * delivery its node took at its write (ownJobs) is due when its lease would end: that moves to now.
  */
-export async function releaseClaims(sql: Sql, jobs: Job[]): Promise<void> {
+export async function releaseClaims(sql: Sql, jobs: readonly Claim[]): Promise<void> {
   if (jobs.length === 0) return
   const ids = jobs.map((j) => j.deliveryId)
   const attempts = jobs.map((j) => String(j.attempts))
