@@ -203,6 +203,9 @@ export class CreditLeases implements CreditLimiter {
         return this.refused(lease)
       }
       lease.exhaustedAt = 0
+      // untrusted: what was taken is exactly this call's cost (the lease held nothing): spend it now, or
+      // the next turn would give it back and take it again, and the call would never be answered
+      if (!trusted) return this.take(lease, cost, Date.now())
     }
   }
 
