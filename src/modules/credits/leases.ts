@@ -1,8 +1,9 @@
 // Metered validate without a Postgres round trip per call: each node holds a lease of credits per hot
-// metered key, taken atomically from the key's record under its row lock (repo.ts, through service.ts
-// which emits what the take announces), and spends it from memory. Why it never over-grants: a credit is spent only from a lease, a lease only
-// holds what was moved out of the record, and what a lease gives back is added once (its row goes in
-// the same transaction); a lease of an older epoch (a `set` came since) gives nothing back.
+// metered key, taken atomically from the key's record under its row lock (repo.ts, run by service.ts,
+// which emits what the take announces), and spends it from memory. Why it never over-grants: a credit
+// is spent only from a lease, a lease only holds what was moved out of the record, and what a lease
+// gives back is added once (its row goes in the same transaction); a lease of an older epoch (a `set`
+// came since) gives nothing back.
 //
 // - Sized to demand and to what is left: about LEASE_SECONDS of this node's recent spending, never
 //   more than a quarter of the record past the call's own need, so near zero the last credits go one
@@ -15,8 +16,8 @@
 // - While the bus is not trusted (NATS down) a `set` may not reach this node, so it spends no lease:
 //   each call takes exactly its cost from the record.
 //
-// The validate engine holds this as a CreditLimiter (model.ts). A take's state machine is unit-tested
-// in test/credits/leases.test.ts.
+// The validate engine holds this as a CreditLimiter (model.ts). The state machine is unit-tested in
+// test/credits/leases.test.ts.
 import { randomUUID } from 'node:crypto'
 import type { Bus } from '../../infra/bus'
 import { UtcDayClock } from '../../infra/counters'
