@@ -17,6 +17,9 @@ import { connectorRoutes, HOOK_BODY_LIMIT, HOOK_PREFIX, hookRoutes } from './mod
 import { eventRoutes } from './modules/events/routes'
 import { MAX_IMPORT_BYTES } from './modules/keys/import-parse'
 import { keyRoutes } from './modules/keys/routes'
+import { Key } from './modules/keys/model'
+import { findKey } from './modules/keys/repo'
+import { creditRoutes } from './modules/credits/routes'
 import { offlineRoutes } from './modules/offline/routes'
 import { Signers } from './modules/offline/signing-keys'
 import { opsRoutes } from './modules/ops/routes'
@@ -66,6 +69,7 @@ export function createApp(deps: NodeDeps) {
     .use(productRoutes(deps))
     .use(policyRoutes(deps))
     .use(keyRoutes(deps))
+    .use(creditRoutes(deps, { schema: Key, find: findKey })) // the key's schema and reading are the keys module's
     .use(activationRoutes(deps))
     .use(validationRoutes(deps, deps.validation))
     .use(analyticsRoutes(deps))

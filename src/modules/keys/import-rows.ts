@@ -6,7 +6,7 @@ import { checkEntitlements } from '../../core/entitlements'
 import type { RefillRule } from '../../core/credits'
 import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
-import { checkCredits, type ImportCredits } from './import-credits'
+import { checkCredits, type ImportCredits } from '../credits/service'
 import { ROW_FIELDS } from './import-parse'
 
 export interface CatalogPolicy {

@@ -1,6 +1,6 @@
 import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/schema'
 import { Activation } from '../activations/model'
-import { Credits, CreditsIn } from './credits-model'
+import { Credits, CreditsIn } from '../credits/model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static

@@ -3,8 +3,7 @@ import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
-import { creditsView, type CreditsColumns } from './credits-repo'
-import { leasedOf } from './credits-repo'
+import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
 import type { Key, KeyStatus } from './model'
 
 type Row = CreditsColumns & {

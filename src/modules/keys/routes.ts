@@ -5,8 +5,6 @@ import { createOnce } from '../../http/idempotency'
 import { behindAuth, IDEMPOTENT, problems, TEXT_TYPES_MARK, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
-import { adjustCredits } from './credits'
-import { CreditsBody } from './credits-model'
 import * as service from './service'
 import { invalid } from '../../core/errors'
 import { formatOf } from './import-parse'
@@ -138,17 +136,6 @@ export function keyRoutes(deps: Deps) {
           auth: 'keys:revoke',
           response: { 200: Key, ...withBody() },
           detail: { summary: 'End a suspension, at once on every node (emits key.reinstated; a key not suspended is returned unchanged)' },
-        })
-        .post('/:id/credits', ({ principal, params, body }) => adjustCredits(deps, principal, params.id, body), {
-          auth: 'keys:write',
-          body: CreditsBody,
-          response: { 200: Key, ...withBody(), ...problems(409) },
-          detail: {
-            summary: "Add to, subtract from or set a metered key's credits, at once on every node (emits key.credits_updated)",
-            description:
-              'subtract stops at 0; amount 0..10^12 (at least 1 to add or subtract, else 400). Refills due are applied first. ' +
-              'An unmetered key (credits null) is 409 key_unmetered.',
-          },
         })
         .post('/:id/reissue', ({ principal, params }) => service.reissueKey(deps, principal, params.id), {
           auth: 'keys:write',

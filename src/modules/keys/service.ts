@@ -12,7 +12,7 @@ import type { Tx } from '../../infra/db'
 import { addPeriod, parsePeriod } from '../../core/durations'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
 import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, Resettable, SuspendBody } from './model'
-import { checkRefill, initialCredits, replaceCredits } from './credits'
+import { checkRefill, initialCredits, replaceCredits } from '../credits/service'
 import * as repo from './repo'
 
 /** A key's own entitlements as sent: every problem is a 400 field error. */

@@ -1,5 +1,5 @@
 import { PlainText, t, Timestamp } from '../../http/schema'
-import { PolicyCredits, PolicyCreditsIn } from '../keys/credits-model'
+import { PolicyCredits, PolicyCreditsIn } from '../credits/model'
 
 const EntitlementsOut = t.Record(t.String(), t.Union([t.Literal(true), t.Number(), t.String()]))
 

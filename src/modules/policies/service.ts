@@ -11,8 +11,8 @@ import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import { byApiKey, emit } from '../events/outbox'
 import type { CreatePolicyBody, PatchPolicyBody, Policy } from './model'
-import { checkRefill } from '../keys/credits'
-import type { PolicyCreditsIn } from '../keys/credits-model'
+import { checkRefill } from '../credits/service'
+import type { PolicyCreditsIn } from '../credits/model'
 import * as repo from './repo'
 
 function checkDuration(field: string, text: string | null): string | null {

@@ -32,7 +32,7 @@ export interface KeyRow {
   own: OwnTerms | null
   /** the policy's one_key_per_device: a new device is decided in Postgres even when the key looks full */
   oneKeyPerDevice: boolean
-  /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credit-leases.ts) */
+  /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credits/leases.ts) */
   metered: boolean
 }
 

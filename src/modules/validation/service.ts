@@ -17,13 +17,15 @@ import type { Principal } from '../../core/principal'
 import { missingEntitlements, type Entitlements } from '../../core/entitlements'
 import { claimSeat, releaseByHolder } from '../activations/service'
 import { listDevices } from './devices'
-import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyRef, type KeyState } from './hot-state'
+import { applyPolicy, deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyRef, type KeyState } from './hot-state'
 import { ImportedLookup, type Found } from './imported'
 import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
-import { CreditLeases, type Spent, type SpentFrom } from './credit-leases'
+import { CreditLeases } from '../credits/leases'
+import type { CreditLimiter, Spent, SpentFrom } from '../credits/model'
+import { findKey } from '../keys/repo'
 import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from './answers'
 
 /** Key value as sent → its hot-state key and the entry's object last answered, for recently validated keys (see infra/digest-memo.ts). */
@@ -57,8 +59,8 @@ export class ValidationEngine {
   readonly lastSeen: LastSeenWriter
   /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
   readonly outcomes: ValidationCounts
-  /** This node's leases of metered keys' credits (credit-leases.ts). */
-  readonly credits: CreditLeases
+  /** Metered keys' credits, spent from this node's leases (credits/leases.ts). */
+  readonly credits: CreditLimiter
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo<KeyRef>(KNOWN_KEY_VALUES)
   /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
@@ -87,7 +89,7 @@ export class ValidationEngine {
     this.lastSeen = new LastSeenWriter(sql)
     this.outcomes = new ValidationCounts(sql)
     this.imported = new ImportedLookup(this.hot, sql, bus)
-    this.credits = new CreditLeases(sql, bus, deps.log)
+    this.credits = new CreditLeases(sql, bus, { refOf: hotKeyOf, hashOf: keyHashOf }, findKey, deps.log)
     this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
   }
 

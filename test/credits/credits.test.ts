@@ -1,6 +1,7 @@
 // Metered keys through the API: `credits` on create, PATCH and policies, POST /v1/keys/:id/credits,
 // validate's cost / credits_remaining / credits_exhausted, the two events, refills when next read, and
-// bad input (a 400 that spends nothing). Exactness across nodes and faults: test/cluster/credits.test.ts.
+// bad input (a 400 that spends nothing). Exactness across nodes and faults: test/cluster/credits.test.ts;
+// the lease state machine on its own: leases.test.ts.
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 import { eventsOf, expectProblem } from '../support/helpers'

@@ -1,4 +1,5 @@
-// Metered keys: the shapes of `credits` on keys and policies, and of POST /v1/keys/:id/credits.
+// Metered keys: the shapes of `credits` on keys and policies, of POST /v1/keys/:id/credits, and the one
+// interface validate spends credits through (CreditLimiter, implemented by leases.ts).
 import { t } from '../../http/schema'
 
 const Amount = t.Integer({ minimum: 1, maximum: 1_000_000_000_000 })
@@ -65,3 +66,29 @@ export const CreditsBody = t.Object({
   amount: t.Integer({ minimum: 0, maximum: 1_000_000_000_000, description: '0..10^12 (add and subtract: at least 1)' }),
 })
 export type CreditsBody = typeof CreditsBody.static
+
+/** Where a spend came from, to refund it: opaque outside leases.ts. */
+export type SpentFrom = object
+
+export type Spent =
+  | { ok: true; remaining: number | null; from?: SpentFrom }
+  | { ok: false; remaining: number; refillsAt: string | null }
+
+/**
+ * What the validate engine holds to spend metered keys' credits (Unkey's usage limiter: one call,
+ * cost in, valid and remaining out). A key is named by the engine's own reference to it (`keyRef`:
+ * the hot-state key); the answer is synchronous when this node already holds the credits.
+ */
+export interface CreditLimiter {
+  /**
+   * Spends `cost` credits of the metered key, owned by this account and product. Not ok: the balance
+   * is below the cost and nothing was spent. `remaining` null: the key is not metered after all.
+   */
+  spend(keyRef: string, accountId: string, productId: string, cost: number, now: number): Spent | Promise<Spent>
+  /** Gives back a spend whose call was refused after all (e.g. by its activation). */
+  refund(from: SpentFrom | undefined, cost: number): void
+  /** The periodic job: writes what is held and consumed, gives idle credits back. */
+  flush(now?: number): Promise<void>
+  /** Shutdown: every credit held goes back. */
+  close(): Promise<void>
+}

@@ -1,8 +1,9 @@
 // Metered validate without a Postgres round trip per call: each node holds a lease of credits per hot
-// metered key, taken atomically from the key's record under its row lock (credits-repo.ts), and
-// spends it from memory. Why it never over-grants: a credit is spent only from a lease, a lease only
-// holds what was moved out of the record, and what a lease gives back is added once (its row goes in
-// the same transaction); a lease of an older epoch (a `set` came since) gives nothing back.
+// metered key, taken atomically from the key's record under its row lock (repo.ts, run by service.ts,
+// which emits what the take announces), and spends it from memory. Why it never over-grants: a credit
+// is spent only from a lease, a lease only holds what was moved out of the record, and what a lease
+// gives back is added once (its row goes in the same transaction); a lease of an older epoch (a `set`
+// came since) gives nothing back.
 //
 // - Sized to demand and to what is left: about LEASE_SECONDS of this node's recent spending, never
 //   more than a quarter of the record past the call's own need, so near zero the last credits go one
@@ -14,13 +15,17 @@
 //   MAX_LEASE credits and a quarter of the balance when taken), never spent again.
 // - While the bus is not trusted (NATS down) a `set` may not reach this node, so it spends no lease:
 //   each call takes exactly its cost from the record.
+//
+// The validate engine holds this as a CreditLimiter (model.ts). The state machine is unit-tested in
+// test/credits/leases.test.ts.
 import { randomUUID } from 'node:crypto'
 import type { Bus } from '../../infra/bus'
 import { UtcDayClock } from '../../infra/counters'
 import type { Sql } from '../../infra/db'
 import type { Logger } from '../../infra/log'
-import { addConsumed, reportLeases, returnCredits, takeCredits, type Taken } from './credits-repo'
-import { hotKeyOf, keyHashOf } from './hot-state'
+import type { CreditLimiter, Spent, SpentFrom } from './model'
+import { addConsumed, reportLeases, returnCredits, type Taken } from './repo'
+import { takeCredits, type FindKey } from './service'
 
 /** A lease covers about this many seconds of the node's recent spending on the key. */
 const LEASE_SECONDS = 1
@@ -31,12 +36,14 @@ const IDLE_MS = 5_000
 /** After the record could not cover a call, a call costing more than was left is refused from memory this long (a key change clears it). */
 const EXHAUSTED_MEMO_MS = 1_000
 
-/** Where a spend came from, to refund it (refund): the lease itself, opaque outside this file. */
-export type SpentFrom = object
-
-export type Spent =
-  | { ok: true; remaining: number | null; from?: SpentFrom }
-  | { ok: false; remaining: number; refillsAt: string | null }
+/**
+ * How the caller names a key (`keyRef`, its hot-state key) and the key_hash (hex) the bus and the
+ * record speak, both ways: passed in, so credits need not know the validate engine's hot state.
+ */
+export interface KeyRefs {
+  refOf(keyHash: string): string
+  hashOf(keyRef: string): string
+}
 
 interface Lease {
   id: string
@@ -61,7 +68,8 @@ interface Lease {
   dropped: boolean
 }
 
-export class CreditLeases {
+/** A spend's `from` (SpentFrom) is the lease itself. */
+export class CreditLeases implements CreditLimiter {
   private leases = new Map<string, Lease>()
   private returning = new Set<Promise<void>>()
   private clock = new UtcDayClock()
@@ -73,11 +81,14 @@ export class CreditLeases {
   constructor(
     private sql: Sql,
     private bus: Bus,
+    private refs: KeyRefs,
+    /** the key.credits_exhausted payload (keys/repo.ts findKey) */
+    private findKey: FindKey<unknown>,
     private log: Logger | null = null,
   ) {
     this.unsubscribe = bus.subscribe((msg) => {
-      if (msg.kind === 'key') this.drop(hotKeyOf(msg.keyHash))
-      else if (msg.kind === 'keys') for (const h of msg.keyHashes) this.drop(hotKeyOf(h))
+      if (msg.kind === 'key') this.drop(refs.refOf(msg.keyHash))
+      else if (msg.kind === 'keys') for (const h of msg.keyHashes) this.drop(refs.refOf(h))
       else if (msg.kind === 'resync') for (const hotKey of [...this.leases.keys()]) this.drop(hotKey)
     })
   }
@@ -93,7 +104,7 @@ export class CreditLeases {
   spend(hotKey: string, accountId: string, productId: string, cost: number, now: number): Spent | Promise<Spent> {
     let lease = this.leases.get(hotKey)
     if (lease === undefined) {
-      lease = this.newLease(keyHashOf(hotKey), accountId, productId, now)
+      lease = this.newLease(this.refs.hashOf(hotKey), accountId, productId, now)
       this.leases.set(hotKey, lease)
     }
     if (cost === 0) {
@@ -168,7 +179,7 @@ export class CreditLeases {
       lease.spent = 0
       lease.since = now
       const want = cost === 0 ? 0 : trusted ? Math.min(MAX_LEASE, Math.max(need, Math.ceil(lease.rate * LEASE_SECONDS))) : need
-      const taking = takeCredits(this.sql, { keyHash: lease.keyHash, nodeId: this.nodeId, leaseId: lease.id, held: lease.left, need, want, now })
+      const taking = takeCredits(this.sql, { keyHash: lease.keyHash, nodeId: this.nodeId, leaseId: lease.id, held: lease.left, need, want, now }, this.findKey)
       lease.taking = taking
       let taken: Taken
       try {
@@ -193,6 +204,9 @@ export class CreditLeases {
         return this.refused(lease)
       }
       lease.exhaustedAt = 0
+      // untrusted: what was taken is exactly this call's cost (the lease held nothing): spend it now, or
+      // the next turn would give it back and take it again, and the call would never be answered
+      if (!trusted) return this.take(lease, cost, Date.now())
     }
   }
 
