@@ -67,7 +67,7 @@ export const busResyncs = new client.Counter({
 
 export const busPublishWait = new client.Histogram({
   name: 'keyward_bus_publish_seconds',
-  help: 'How long a write waited for its invalidation to be in force on every node (acks, seen rows, or leases run out)',
+  help: 'How long a write waited for its invalidation to be in force on every node (acks, seen rows, or trust windows run out)',
   buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5],
   registers: [registry],
 })

@@ -3,8 +3,8 @@
 // still answer from memory has dropped its copy or has provably stopped trusting its memory) is told in
 // docs/operations.md, "How the nodes stay one service". One file per idea, in cluster/:
 //   transport.ts     the NATS connection and subjects
-//   trust.ts         change numbering seen by this node, and its trust lease
-//   publish-wait.ts  a numbered write waits for every member (ack, seen row, or lease run out)
+//   trust.ts         change numbering seen by this node, and its trust window
+//   publish-wait.ts  a numbered write waits for every member (ack, seen row, or its trust window ended)
 //   barrier.ts       every member runs its barrier handlers
 // This file wires them and recovers from missed messages: on reconnect, and when the change sequence
 // is ahead of what arrived, every cache drops what it holds (a local `resync`).
@@ -13,7 +13,7 @@ import type { Bus, BusMessage, BusState } from './bus'
 import { Barriers } from './cluster/barrier'
 import { PublishWaits } from './cluster/publish-wait'
 import { NatsTransport, withTimeout, type Envelope } from './cluster/transport'
-import { TrustLease } from './cluster/trust'
+import { TrustWindow } from './cluster/trust'
 import type { Sql } from './db'
 import type { Logger } from './log'
 import { leave } from './cluster-nodes'
@@ -25,7 +25,7 @@ export interface NatsBusOptions {
   log: Logger
   /** While NATS is up, how long a missing numbered change may take to arrive before the node resyncs. */
   ackTimeoutMs?: number
-  /** How often the node renews its trust lease (and compares the change sequence with what it received). */
+  /** How often the node renews its trust window (and compares the change sequence with what it received). */
   seqPollMs?: number
   /** How long a renewal lets the node trust its memory (DEGRADED_TTL_MS); also the most a write waits. */
   trustWindowMs?: number
@@ -47,7 +47,7 @@ export class NatsBus implements Bus {
   private timers: ReturnType<typeof setInterval>[] = []
   private readonly trustWindowMs: number
   private transport!: NatsTransport
-  private trust: TrustLease
+  private trust: TrustWindow
   private waits: PublishWaits
   private barriers!: Barriers
   /** Ids of the changes applied lately, so the numbered copy of one is not applied again. */
@@ -56,7 +56,7 @@ export class NatsBus implements Bus {
   private constructor(private opts: NatsBusOptions) {
     this.trustWindowMs = opts.trustWindowMs ?? 2000
     busConnected.set(0)
-    this.trust = new TrustLease({
+    this.trust = new TrustWindow({
       sql: opts.sql,
       nodeId: this.nodeId,
       trustWindowMs: this.trustWindowMs,

@@ -4,16 +4,13 @@
 // answers: validate, a refusal, a signed 403, the devices screen, deactivate, and a genuine answer
 // altered on the way refused. Against the fake signing server on a third origin: a forged answer is
 // refused, the fingerprint falls back to a random id kept in localStorage, and grace works from it.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import { expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, normalize } from 'node:path'
-import type { Browser } from 'playwright-core'
-import { chromiumPresent, launchChromium } from '../support/chromium'
+import { useChromium } from '../support/chromium'
 import { newKey, newProduct, scopedToken, useHarness } from '../support/harness'
 import { startFakeServer, type FakeServer } from '../../client/test/support/fake-server'
 import { graceSlot } from '../../client/test/support/grace-slot'
-
-const present = chromiumPresent('client/test/browser.test.ts')
 
 setDefaultTimeout(120_000)
 const h = useHarness()
@@ -22,35 +19,34 @@ const DIST = join(ROOT, 'dist')
 
 let fake: FakeServer
 let site: ReturnType<typeof Bun.serve>
-let browser: Browser
-beforeAll(async () => {
-  if (!present) return
-  // Build the package exactly as it is published.
-  const tsc = join(ROOT, '..', 'node_modules', '.bin', 'tsc')
-  const built = Bun.spawnSync([tsc, '-p', join(ROOT, 'tsconfig.json')], { stdout: 'pipe', stderr: 'pipe' })
-  if (built.exitCode !== 0) throw new Error(`client build failed: ${built.stdout.toString()}${built.stderr.toString()}`)
-  fake = startFakeServer()
-  site = Bun.serve({
-    port: 0,
-    hostname: '127.0.0.1',
-    fetch(req) {
-      const path = new URL(req.url).pathname
-      if (path === '/') return new Response('<!doctype html><title>licensed web app</title><p>app</p>', { headers: { 'content-type': 'text/html' } })
-      const file = normalize(join(DIST, path.replace(/^\/dist\//, '')))
-      if (!path.startsWith('/dist/') || !file.startsWith(DIST) || !existsSync(file)) return new Response('not found', { status: 404 })
-      return new Response(readFileSync(file), { headers: { 'content-type': 'text/javascript' } })
-    },
-  })
-  browser = await launchChromium()
-}, 120_000)
-afterAll(async () => {
-  await browser?.close()
-  site?.stop(true)
-  await fake?.stop()
+const chromium = await useChromium('client/browser', {
+  setUp: async () => {
+    // Build the package exactly as it is published.
+    const tsc = join(ROOT, '..', 'node_modules', '.bin', 'tsc')
+    const built = Bun.spawnSync([tsc, '-p', join(ROOT, 'tsconfig.json')], { stdout: 'pipe', stderr: 'pipe' })
+    if (built.exitCode !== 0) throw new Error(`client build failed: ${built.stdout.toString()}${built.stderr.toString()}`)
+    fake = startFakeServer()
+    site = Bun.serve({
+      port: 0,
+      hostname: '127.0.0.1',
+      fetch(req) {
+        const path = new URL(req.url).pathname
+        if (path === '/') return new Response('<!doctype html><title>licensed web app</title><p>app</p>', { headers: { 'content-type': 'text/html' } })
+        const file = normalize(join(DIST, path.replace(/^\/dist\//, '')))
+        if (!path.startsWith('/dist/') || !file.startsWith(DIST) || !existsSync(file)) return new Response('not found', { status: 404 })
+        return new Response(readFileSync(file), { headers: { 'content-type': 'text/javascript' } })
+      },
+    })
+  },
+  tearDown: async () => {
+    site?.stop(true)
+    await fake?.stop()
+  },
 })
+const present = chromium.present
 
 test.skipIf(!present)('in Chromium: validate across origins is verified, forgeries refused, grace and fingerprint from localStorage', async () => {
-  const page = await browser.newPage()
+  const page = await chromium.browser.newPage()
   const errors: string[] = []
   page.on('pageerror', (e) => errors.push(String(e)))
   await page.goto(`http://127.0.0.1:${site.port}/`)
@@ -119,7 +115,7 @@ test.skipIf(!present)('in Chromium against a real node across origins: validate,
   expect((await h.call('POST', `/v1/keys/${revoked.id}/revoke`, { token, body: {} })).status).toBe(200)
   const publicKey = (await h.call('GET', '/v1/offline/public-key', { token: validateToken })).body.public_key
 
-  const page = await browser.newPage()
+  const page = await chromium.browser.newPage()
   const errors: string[] = []
   page.on('pageerror', (e) => errors.push(String(e)))
   await page.goto(`http://127.0.0.1:${site.port}/`)

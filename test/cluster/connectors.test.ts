@@ -2,27 +2,20 @@
 // unique index makes it one key, one key.created, one processed answer; every other copy, on either
 // node, is answered `duplicate`.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import postgres from 'postgres'
 import type Stripe from 'stripe'
 import { newProduct } from '../support/harness'
-import { clusterMode, startCluster, type Cluster } from '../support/cluster'
+import { startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 import { SECRET, stripeEvent, stripeHeaders } from '../connectors/helpers'
 
-test('multi-node connector tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/connectors')
 
-describe.if(clusterMode)('two nodes: a provider event redelivered to both', () => {
+describe.if(ready)('two nodes: a provider event redelivered to both', () => {
   let c: Cluster
-  let sql: postgres.Sql
   beforeAll(async () => {
     c = await startCluster(2)
-    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
   }, 90_000)
-  afterAll(async () => {
-    await sql?.end()
-    await c?.close()
-  }, 60_000)
+  afterAll(() => c?.close(), 60_000)
 
   test('the same signed event 12 times, alternating nodes, all at once: one key, the rest duplicate', async () => {
     const { id: accountId, token } = await c.account('growth')
@@ -51,8 +44,8 @@ describe.if(clusterMode)('two nodes: a provider event redelivered to both', () =
     expect(answers.map((a) => a.status)).toEqual(Array(12).fill(200))
     expect(answers.filter((a) => a.body.outcome === 'processed')).toHaveLength(1)
     expect(answers.filter((a) => a.body.outcome === 'duplicate')).toHaveLength(11)
-    expect(await sql`select id from license_keys where account_id = ${accountId}`).toHaveLength(1)
-    expect(await sql`select id from events where account_id = ${accountId} and type = 'key.created'`).toHaveLength(1)
+    expect(await c.sql`select id from license_keys where account_id = ${accountId}`).toHaveLength(1)
+    expect(await c.sql`select id from events where account_id = ${accountId} and type = 'key.created'`).toHaveLength(1)
 
     // a refund of that payment at the other node revokes the one key, once
     const charge: Partial<Stripe.Charge> = { id: 'ch_cluster', object: 'charge', payment_intent: 'pi_cluster', refunded: true }
@@ -60,8 +53,8 @@ describe.if(clusterMode)('two nodes: a provider event redelivered to both', () =
     const refundHeaders = await stripeHeaders(refund)
     const refunds = await Promise.all([0, 1, 0, 1].map((n) => c.nodes[n]!.call('POST', connector.endpoint_path, { raw: refund, headers: refundHeaders })))
     expect(refunds.filter((a) => a.body.outcome === 'processed')).toHaveLength(1)
-    expect(await sql`select id from events where account_id = ${accountId} and type = 'key.revoked'`).toHaveLength(1)
-    const [key] = await sql<{ status: string; revoke_reason: string }[]>`select status, revoke_reason from license_keys where account_id = ${accountId}`
+    expect(await c.sql`select id from events where account_id = ${accountId} and type = 'key.revoked'`).toHaveLength(1)
+    const [key] = await c.sql<{ status: string; revoke_reason: string }[]>`select status, revoke_reason from license_keys where account_id = ${accountId}`
     expect(key).toEqual({ status: 'revoked', revoke_reason: 'refunded' })
   }, 120_000)
 })

@@ -4,33 +4,25 @@
 // started again (a private server; the machine's shared one is never touched). Without a fault every
 // credit is spent or still shown; a kill may strand what that node's leases held (an under-grant).
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
-import { startPrivateNats, type PrivateNats } from '../support/nats-server'
+import { newKey } from '../support/harness'
+import { fingerprint, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 import { waitUntil } from '../support/wait'
 
-test('metered cluster tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/credits')
 
 const WORKERS_PER_NODE = 4
 
-describe.if(clusterMode)('credits across nodes', () => {
-  let nats: PrivateNats
+describe.if(ready)('credits across nodes', () => {
   let c: Cluster
   let token: string
   let productId: string
   const device = fingerprint(1)
   beforeAll(async () => {
-    nats = await startPrivateNats()
-    c = await startCluster(3, { proxies: true, natsUrl: nats.url, env: { DEGRADED_TTL_MS: '1500' } })
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
+    c = await startCluster(3, { proxies: true, privateNats: true, env: { DEGRADED_TTL_MS: '1500' } })
+    ;({ token, productId } = await c.tenant())
   }, 60_000)
-  afterAll(async () => {
-    await c?.close()
-    await nats?.stop()
-  }, 30_000)
+  afterAll(() => c?.close(), 30_000)
 
   const remainingOf = async (id: string) => (await c.nodes[0]!.call('GET', `/v1/keys/${id}`, { token })).body.credits.remaining as number
 
@@ -108,9 +100,9 @@ describe.if(clusterMode)('credits across nodes', () => {
     const key = await meteredKey(2000)
     const spent = await spendAll(key.key_value, () => c.nodes, async (soFar) => {
       await waitUntil(async () => soFar() > 300, 20_000, 'load under way')
-      await nats.stop()
+      await c.nats.stop()
       await waitUntil(async () => soFar() > 700, 30_000, 'load during the outage')
-      await nats.start()
+      await c.nats.start()
     })
     console.log(`nats restart: spent ${spent} of 2000`)
     expect(spent).toBeLessThanOrEqual(2000)

@@ -2,31 +2,23 @@
 // A's call returns, the holder's cap holds across nodes, and a device's name set through one node is
 // seen in the devices list of another.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import postgres from 'postgres'
-import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { newKey } from '../support/harness'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node device self-service tests run only in cluster mode (DATABASE_URL, NATS_URL, REDIS_URL)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/devices')
 
 const KEYS = 60
 
-describe.if(clusterMode)('three nodes: device self-service', () => {
+describe.if(ready)('three nodes: device self-service', () => {
   let c: Cluster
-  let sql: postgres.Sql
   let token: string
   let productId: string
   beforeAll(async () => {
     c = await startCluster(3)
-    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
+    ;({ token, productId } = await c.tenant())
   }, 60_000)
-  afterAll(async () => {
-    await sql?.end({ timeout: 5 })
-    await c?.close()
-  }, 60_000)
+  afterAll(() => c?.close(), 60_000)
 
   const call = (node: number, path: string, body: Record<string, unknown>) => c.nodes[node]!.call('POST', path, { token, body })
   const validate = (node: number, key: string, device: string, extra: Record<string, unknown> = {}) =>
@@ -58,11 +50,11 @@ describe.if(clusterMode)('three nodes: device self-service', () => {
     const key = await newKey(c.call, token, productId, { activation_limit: 9 })
     const devices = Array.from({ length: 9 }, (_, i) => fingerprint(i))
     for (const [i, fp] of devices.entries()) expect((await validate(i % 3, key.key_value, fp)).body.valid).toBe(true)
-    await sql`update license_keys set deactivations_allowed = 3 where id = ${key.id}`
+    await c.sql`update license_keys set deactivations_allowed = 3 where id = ${key.id}`
     const answers = await Promise.all(devices.map((fp, i) => call(i % 3, '/v1/deactivate', { key: key.key_value, device_fingerprint: fp })))
     expect(answers.filter((a) => a.status === 200 && a.body.deactivated === true)).toHaveLength(3)
     expect(answers.filter((a) => a.status === 409 && a.body.code === 'deactivation_limit')).toHaveLength(6)
-    const [row] = await sql<{ used: number; active: number }[]>`select deactivations_used as used,
+    const [row] = await c.sql<{ used: number; active: number }[]>`select deactivations_used as used,
         (select count(*)::int from activations where key_id = ${key.id} and status = 'active') as active
       from license_keys where id = ${key.id}`
     expect(row).toEqual({ used: 3, active: 6 })

@@ -5,14 +5,12 @@
 // one node can be cut off silently. While every write runs, every node is asked about every changed
 // key without pause; an old answer to a request sent after the write returned is a broken promise.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
-import { startPrivateNats, type PrivateNats } from '../support/nats-server'
+import { newKey } from '../support/harness'
+import { fingerprint, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 import { waitUntil } from '../support/wait'
 
-test('bus fault invalidation tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/fault-invalidation')
 
 const DEGRADED_TTL_MS = 1500
 const PER_KIND = 3
@@ -24,21 +22,15 @@ interface Change {
   stale(node: NodeProcess): Promise<boolean>
 }
 
-describe.if(clusterMode)('invalidation under bus faults', () => {
-  let nats: PrivateNats
+describe.if(ready)('invalidation under bus faults', () => {
   let c: Cluster
   let token: string
   let productId: string
   beforeAll(async () => {
-    nats = await startPrivateNats()
-    c = await startCluster(3, { proxies: true, natsUrl: nats.url, env: { DEGRADED_TTL_MS: String(DEGRADED_TTL_MS) } })
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
+    c = await startCluster(3, { proxies: true, privateNats: true, env: { DEGRADED_TTL_MS: String(DEGRADED_TTL_MS) } })
+    ;({ token, productId } = await c.tenant())
   }, 60_000)
-  afterAll(async () => {
-    await c?.close()
-    await nats?.stop()
-  }, 30_000) // three node processes stopping on a loaded machine
+  afterAll(() => c?.close(), 30_000) // three node processes stopping on a loaded machine
 
   const validate = (node: NodeProcess, key: string, device: string) =>
     node.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
@@ -146,22 +138,22 @@ describe.if(clusterMode)('invalidation under bus faults', () => {
 
   test('NATS stopped: every change is in force on every node when its call returns', async () => {
     const changes = await prepare()
-    await nats.stop()
+    await c.nats.stop()
     await waitFor('every node to see the bus down', async () => (await natsStates()).every((s) => s === 'down'))
     try {
       await run('NATS stopped', changes, (i) => i * 50)
     } finally {
-      await nats.start()
+      await c.nats.start()
       await allUp()
     }
   }, 90_000)
 
   test('right after a NATS restart: every change is in force on every node when its call returns', async () => {
     const changes = await prepare()
-    await nats.stop()
+    await c.nats.stop()
     await waitFor('every node to see the bus down', async () => (await natsStates()).every((s) => s === 'down'))
     await Bun.sleep(300)
-    await nats.start()
+    await c.nats.start()
     // the writes start 0.2 s to 1.3 s after the server is back (the fault was seen at 0.3-0.7 s)
     await run('right after a NATS restart', changes, (i) => 200 + i * 100)
     await allUp()

@@ -2,22 +2,20 @@
 // (revoke, extend, admin deactivation, API-key deletion), with every node's cache warm beforehand.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node invalidation tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/invalidation')
 
 const KEYS = 200
 
-describe.if(clusterMode)('three nodes, one service', () => {
+describe.if(ready)('three nodes, one service', () => {
   let c: Cluster
   let token: string
   let productId: string
   beforeAll(async () => {
     c = await startCluster(3)
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
+    ;({ token, productId } = await c.tenant())
   }, 60_000)
   afterAll(() => c?.close())
 

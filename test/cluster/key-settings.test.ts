@@ -2,31 +2,23 @@
 // returns (activation_limit lowered, then raised), and an inactivity release by the nodes' own
 // background job frees the slot on every node, with one event.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import postgres from 'postgres'
-import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { newKey } from '../support/harness'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node key settings tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/key-settings')
 
 const KEYS = 40
 
-describe.if(clusterMode)('three nodes: key settings and inactivity release', () => {
+describe.if(ready)('three nodes: key settings and inactivity release', () => {
   let c: Cluster
   let token: string
   let productId: string
-  let sql: postgres.Sql
   beforeAll(async () => {
     c = await startCluster(3)
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
-    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
+    ;({ token, productId } = await c.tenant())
   }, 90_000)
-  afterAll(async () => {
-    await sql?.end()
-    await c?.close()
-  }, 60_000)
+  afterAll(() => c?.close(), 60_000)
 
   const validate = (node: number, key: string, device: string) =>
     c.nodes[node]!.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
@@ -54,8 +46,8 @@ describe.if(clusterMode)('three nodes: key settings and inactivity release', () 
     })
     console.log(`patch activation_limit: ${stale} stale answers`)
     expect(stale).toBe(0)
-    const updated = await sql<{ n: number }[]>`select count(*)::int as n from events
-      where type = 'key.updated' and data->>'id' in ${sql(created.map((k) => k.id))}`
+    const updated = await c.sql<{ n: number }[]>`select count(*)::int as n from events
+      where type = 'key.updated' and data->>'id' in ${c.sql(created.map((k) => k.id))}`
     expect(updated[0]!.n).toBe(KEYS * 2)
   }, 180_000)
 
@@ -71,19 +63,19 @@ describe.if(clusterMode)('three nodes: key settings and inactivity release', () 
     }
     await Bun.sleep(1_500) // the repeat validations' last-seen writes land before time moves back
     const ids = keys.map((k) => k.id)
-    await sql`update activations set last_validated_at = now() - interval '10 minutes', activated_at = now() - interval '10 minutes'
-      where key_id in ${sql(ids)} and status = 'active'`
+    await c.sql`update activations set last_validated_at = now() - interval '10 minutes', activated_at = now() - interval '10 minutes'
+      where key_id in ${c.sql(ids)} and status = 'active'`
 
     // the background jobs (every second on each node) release them within the grace
     const deadline = Date.now() + 20_000
     let left = ids.length
     while (left > 0 && Date.now() < deadline) {
       await Bun.sleep(250)
-      ;[{ n: left }] = await sql<{ n: number }[]>`select count(*)::int as n from activations where key_id in ${sql(ids)} and status = 'active'`
+      ;[{ n: left }] = await c.sql<{ n: number }[]>`select count(*)::int as n from activations where key_id in ${c.sql(ids)} and status = 'active'`
     }
     expect(left).toBe(0)
-    const released = await sql<{ key_id: string; n: number }[]>`select data->>'key_id' as key_id, count(*)::int as n from events
-      where type = 'activation.deactivated' and data->>'key_id' in ${sql(ids)} and data->'activation'->>'deactivation_reason' = 'inactive'
+    const released = await c.sql<{ key_id: string; n: number }[]>`select data->>'key_id' as key_id, count(*)::int as n from events
+      where type = 'activation.deactivated' and data->>'key_id' in ${c.sql(ids)} and data->'activation'->>'deactivation_reason' = 'inactive'
       group by 1`
     expect(released.map((r) => r.n)).toEqual(ids.map(() => 1))
 

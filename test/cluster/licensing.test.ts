@@ -2,31 +2,23 @@
 // on node A are what B and C answer as soon as A's call returns; a suspension with `until` ends by the
 // nodes' own background sweeps, exactly once.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
-import postgres from 'postgres'
-import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { newKey } from '../support/harness'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node licensing tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/licensing')
 
 const KEYS = 20
 
-describe.if(clusterMode)('three nodes: suspend, reinstate, reissue', () => {
+describe.if(ready)('three nodes: suspend, reinstate, reissue', () => {
   let c: Cluster
   let token: string
   let productId: string
-  let sql: postgres.Sql
   beforeAll(async () => {
     c = await startCluster(3)
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
-    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
+    ;({ token, productId } = await c.tenant())
   }, 90_000)
-  afterAll(async () => {
-    await sql?.end()
-    await c?.close()
-  }, 60_000)
+  afterAll(() => c?.close(), 60_000)
 
   const validate = (node: number, key: string, device: string) =>
     c.nodes[node]!.call('POST', '/v1/validate', { token, body: { key, device_fingerprint: device } })
@@ -82,9 +74,9 @@ describe.if(clusterMode)('three nodes: suspend, reinstate, reissue', () => {
       if (pending.size > 0) await Bun.sleep(250)
     }
     expect(pending.size).toBe(0)
-    const rows = await sql<{ id: string; n: number; actors: string[] }[]>`select data->>'id' as id, count(*)::int as n,
+    const rows = await c.sql<{ id: string; n: number; actors: string[] }[]>`select data->>'id' as id, count(*)::int as n,
         array_agg(distinct actor_type) as actors
-      from events where type = 'key.reinstated' and data->>'id' in ${sql(keys.map((k) => k.id))} group by 1`
+      from events where type = 'key.reinstated' and data->>'id' in ${c.sql(keys.map((k) => k.id))} group by 1`
     expect(rows).toHaveLength(keys.length)
     for (const r of rows) expect({ n: r.n, actors: r.actors }).toEqual({ n: 1, actors: ['system'] })
   }, 120_000)
@@ -118,7 +110,7 @@ describe.if(clusterMode)('three nodes: suspend, reinstate, reissue', () => {
     })
     console.log(`policy edit: ${stale} stale answers over ${keys.length} keys`)
     expect(stale).toBe(0)
-    const events = await sql<{ n: number }[]>`select count(*)::int as n from events where type = 'policy.updated' and data->>'id' = ${policy.id}`
+    const events = await c.sql<{ n: number }[]>`select count(*)::int as n from events where type = 'policy.updated' and data->>'id' = ${policy.id}`
     expect(events[0]!.n).toBe(1)
   }, 180_000)
 
@@ -146,7 +138,7 @@ describe.if(clusterMode)('three nodes: suspend, reinstate, reissue', () => {
       const devices = [0, 1, 2].map((node) => fingerprint(node))
       const answers = await Promise.all([0, 1, 2].map((node) => validate(node, key.key_value, devices[node]!)))
       for (const a of answers) expect(a.body.valid).toBe(true)
-      const [row] = await sql<{ expires_at: Date; pending_duration: string | null }[]>`select expires_at, pending_duration from license_keys where id = ${key.id}`
+      const [row] = await c.sql<{ expires_at: Date; pending_duration: string | null }[]>`select expires_at, pending_duration from license_keys where id = ${key.id}`
       expect(row!.pending_duration).toBeNull()
       const expiresAt = row!.expires_at.toISOString()
       for (const a of answers) expect(a.body.expires_at).toBe(expiresAt)

@@ -4,26 +4,24 @@ import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import Redis from 'ioredis'
 import { utcDay } from '../../src/infra/counters'
 import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
+import { fingerprint, pool, startCluster, type Cluster, type NodeProcess } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 import { waitUntil } from '../support/wait'
 
-test('multi-node outage tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/outage')
 
 const DEGRADED_TTL_MS = 2000
 /** A validate answer takes a little while to travel back; a request sent at t may report state from t-ε. */
 const SLACK_MS = 250
 
-describe.if(clusterMode)('outages', () => {
+describe.if(ready)('outages', () => {
   let c: Cluster
   let token: string
   let productId: string
   const device = fingerprint(7)
   beforeAll(async () => {
     c = await startCluster(3, { proxies: true, env: { DEGRADED_TTL_MS: String(DEGRADED_TTL_MS) } })
-    ;({ token } = await c.account('growth'))
-    productId = (await newProduct(c.call, token)).id
+    ;({ token, productId } = await c.tenant())
   }, 60_000)
   afterAll(() => c?.close())
 

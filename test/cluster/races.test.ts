@@ -2,13 +2,12 @@
 // exactly, whichever nodes the requests land on.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node race tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/races')
 
-describe.if(clusterMode)('races across three nodes', () => {
+describe.if(ready)('races across three nodes', () => {
   let c: Cluster
   beforeAll(async () => {
     c = await startCluster(3)

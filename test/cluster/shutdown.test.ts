@@ -3,13 +3,12 @@
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import postgres from 'postgres'
 import { newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, startCluster, startNodeProcess, type Cluster } from '../support/cluster'
+import { fingerprint, startCluster, startNodeProcess, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node shutdown tests run only with DATABASE_URL, NATS_URL and REDIS_URL set (cluster mode)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/shutdown')
 
-describe.if(clusterMode)('graceful shutdown', () => {
+describe.if(ready)('graceful shutdown', () => {
   let c: Cluster
   beforeAll(async () => {
     // A long flush interval: the last-seen updates can only reach Postgres through the shutdown flush.

@@ -4,27 +4,20 @@
 // any node publishes. Verified with node:crypto alone, as an app would.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto'
-import postgres from 'postgres'
 import { newKey, newProduct, scopedToken } from '../support/harness'
-import { clusterMode, fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { fingerprint, pool, startCluster, type Cluster } from '../support/cluster'
+import { requireCluster } from '../support/environment'
 
-test('multi-node signed-answer tests run only in cluster mode (DATABASE_URL, NATS_URL, REDIS_URL)', () => {
-  expect(typeof clusterMode).toBe('boolean')
-})
+const ready = await requireCluster('cluster/signed-answers')
 
 const nonce = () => randomBytes(24).toString('base64url')
 
-describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
+describe.if(ready)('three nodes: signed answers and CORS', () => {
   let c: Cluster
-  let sql: postgres.Sql
   beforeAll(async () => {
     c = await startCluster(3)
-    sql = postgres(c.db.url!, { max: 2, onnotice: () => {} })
   }, 60_000)
-  afterAll(async () => {
-    await sql?.end({ timeout: 5 })
-    await c?.close()
-  }, 60_000)
+  afterAll(() => c?.close(), 60_000)
 
   async function post(node: number, path: string, token: string, body: unknown, n: string) {
     const sent = JSON.stringify(body)
@@ -47,7 +40,7 @@ describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
     const product = await newProduct(c.call, token)
     const keys = await pool(Array.from({ length: 3 }), 3, () => newKey(c.call, token, product.id, { activation_limit: 5 }))
     // as if the account predated offline licenses: no signing key yet, on any node (none has loaded it)
-    await sql`delete from signing_keys where account_id = ${accountId}`
+    await c.sql`delete from signing_keys where account_id = ${accountId}`
 
     const calls = Array.from({ length: 30 }, (_, i) => ({
       node: i % 3,
@@ -59,7 +52,7 @@ describe.if(clusterMode)('three nodes: signed answers and CORS', () => {
     const answers = await Promise.all(
       calls.map((x) => post(x.node, x.path, validator, x.path === '/v1/devices' ? { key: x.key } : { key: x.key, device_fingerprint: x.device }, x.n)),
     )
-    const stored = await sql<{ kid: string }[]>`select kid from signing_keys where account_id = ${accountId}`
+    const stored = await c.sql<{ kid: string }[]>`select kid from signing_keys where account_id = ${accountId}`
     expect(stored).toHaveLength(1)
 
     // the key as each node publishes it: the same everywhere

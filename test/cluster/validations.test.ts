@@ -5,6 +5,7 @@ import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { client, fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
 import { until } from '../validation/support'
+import { requireEnvironment } from '../support/environment'
 
 setDefaultTimeout(120_000)
 const extraNodes: Node[] = []
@@ -12,7 +13,7 @@ afterAll(async () => {
   for (const n of extraNodes) await n.stop()
 }) // registered before the harness: these nodes stop before its database goes
 const h = useHarness({ env: { FLUSH_INTERVAL_MS: '200' } })
-const cluster = !!(process.env.REDIS_URL && process.env.DATABASE_URL)
+const cluster = await requireEnvironment('cluster/validations', ['postgres', 'redis'])
 
 test.skipIf(!cluster)('two nodes: each counts its answers, the route shows their sum', async () => {
   const { token } = await h.account('growth')

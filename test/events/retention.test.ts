@@ -5,7 +5,11 @@ import postgres from 'postgres'
 import { ConfigError, loadConfig } from '../../src/config'
 import type { Sql } from '../../src/infra/db'
 import { pruneExpired } from '../../src/modules/events/retention'
-import { newKey, newProduct, realPostgres, startHarness, type Harness } from '../support/harness'
+import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
+import { requireEnvironment } from '../support/environment'
+
+/** These tests need a real Postgres server (PGlite is one process in memory). */
+const postgresHere = await requireEnvironment('events/retention', ['postgres'])
 
 setDefaultTimeout(60_000)
 
@@ -146,7 +150,7 @@ test('RETENTION_DAYS: default 90, bounded 1..3650', () => {
   for (const bad of ['0', '3651', '-1', 'ninety']) expect(() => loadConfig({ ...base, RETENTION_DAYS: bad })).toThrow(ConfigError)
 })
 
-test.if(realPostgres)('one node at a time: while another holds the retention lock, a run does nothing', async () => {
+test.if(postgresHere)('one node at a time: while another holds the retention lock, a run does nothing', async () => {
   const old = await event(400)
   const other = postgres(h.db.url!, { max: 1, onnotice: () => {} })
   try {

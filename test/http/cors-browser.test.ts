@@ -3,35 +3,31 @@
 // Keyward-Nonce), and reads Keyward-Signature from the answer; the signature verifies with node:crypto
 // and the key the page itself fetched from GET /v1/offline/public-key. The same page calling an admin
 // route is blocked by the browser (no CORS headers there). Headless Chromium (Debian's package).
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import { expect, setDefaultTimeout, test } from 'bun:test'
 import { createHash, createPublicKey, verify } from 'node:crypto'
-import type { Browser } from 'playwright-core'
-import { chromiumPresent, launchChromium } from '../support/chromium'
+import { useChromium } from '../support/chromium'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, startHarness, type Harness } from '../support/harness'
-
-const present = chromiumPresent('cors-browser')
 
 setDefaultTimeout(120_000)
 
 let h: Harness
-let browser: Browser
 let page: ReturnType<typeof Bun.serve>
-beforeAll(async () => {
-  if (!present) return
-  h = await startHarness()
-  // The vendor's web app: another origin (another port), serving a page and nothing else.
-  page = Bun.serve({
-    hostname: '127.0.0.1',
-    port: 0,
-    fetch: () => new Response('<!doctype html><title>app</title><p>app</p>', { headers: { 'content-type': 'text/html; charset=utf-8' } }),
-  })
-  browser = await launchChromium()
-}, 180_000)
-afterAll(async () => {
-  await browser?.close()
-  page?.stop(true)
-  await h?.close()
+const chromium = await useChromium('http/cors-browser', {
+  setUp: async () => {
+    h = await startHarness()
+    // The vendor's web app: another origin (another port), serving a page and nothing else.
+    page = Bun.serve({
+      hostname: '127.0.0.1',
+      port: 0,
+      fetch: () => new Response('<!doctype html><title>app</title><p>app</p>', { headers: { 'content-type': 'text/html; charset=utf-8' } }),
+    })
+  },
+  tearDown: async () => {
+    page?.stop(true)
+    await h?.close()
+  },
 })
+const present = chromium.present
 
 interface PageCall {
   ok: boolean
@@ -49,7 +45,7 @@ test.skipIf(!present)('a page on another origin validates with a nonce, reads th
   const api = h.node.url
   expect(new URL(api).origin).not.toBe(appOrigin)
 
-  const tab = await browser.newPage()
+  const tab = await chromium.browser.newPage()
   await tab.goto(`${appOrigin}/`, { waitUntil: 'load' })
   const nonce = 'browser-nonce-0123456789_abcdef'
   const device = fingerprint()

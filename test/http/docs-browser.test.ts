@@ -1,30 +1,24 @@
 // /docs renders in a real browser with every other origin blocked (an air-gapped site): headless
 // Chromium (Debian's package) loads /docs and /docs/, and the route list must appear. Screenshots at
 // 1280 and 390 px wide, light and dark, go to test-output/ for a person to look at.
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
+import { expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, mkdirSync } from 'node:fs'
-import type { Browser } from 'playwright-core'
-import { chromiumPresent, launchChromium } from '../support/chromium'
+import { useChromium } from '../support/chromium'
 import { startHarness, type Harness } from '../support/harness'
-
-const present = chromiumPresent('docs-browser')
 
 setDefaultTimeout(120_000)
 
 let h: Harness
-let browser: Browser
-beforeAll(async () => {
-  if (!present) return
-  h = await startHarness()
-  browser = await launchChromium()
-}, 120_000)
-afterAll(async () => {
-  await browser?.close()
-  await h?.close()
+const chromium = await useChromium('http/docs-browser', {
+  setUp: async () => {
+    h = await startHarness()
+  },
+  tearDown: () => h?.close(),
 })
+const present = chromium.present
 
 async function open(path: string, colorScheme: 'light' | 'dark' = 'light', width = 1280, waitFor = 'Liveness: 200 while the process runs') {
-  const page = await browser.newPage({ viewport: { width, height: 900 }, colorScheme })
+  const page = await chromium.browser.newPage({ viewport: { width, height: 900 }, colorScheme })
   const origin = new URL(h.node.url).origin
   const elsewhere: string[] = []
   const failedHere: string[] = []

@@ -7,9 +7,10 @@ import { startNode, type Node } from '../../src/node'
 import { client, newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { waitUntil } from '../support/wait'
 import { freePort } from '../support/ports'
+import { requireEnvironment } from '../support/environment'
 
 setDefaultTimeout(120_000)
-const hasRedisServer = Bun.spawnSync(['sh', '-c', 'command -v redis-server']).exitCode === 0
+const hasRedisServer = await requireEnvironment('infra/daily-quota', ['redis-server'])
 const cleanups: (() => Promise<unknown> | void)[] = []
 afterAll(async () => {
   for (const c of cleanups.reverse()) await c()

@@ -5,8 +5,12 @@ import { afterAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { connectPostgres, isConnectionError } from '../../src/infra/db'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
-import { client, freshDatabase, newKey, newProduct, realPostgres, testConfig, ADMIN_TOKEN } from '../support/harness'
+import { client, freshDatabase, newKey, newProduct, testConfig, ADMIN_TOKEN } from '../support/harness'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
+import { requireEnvironment } from '../support/environment'
+
+/** These tests need a real Postgres server (PGlite is one process in memory). */
+const postgresHere = await requireEnvironment('infra/db-connect', ['postgres'])
 
 setDefaultTimeout(60_000)
 const cleanups: (() => Promise<unknown> | void)[] = []
@@ -41,7 +45,7 @@ test('an endpoint that accepts connections and closes them at once: a query fail
   await db.close()
 })
 
-test.if(realPostgres)('a new connection the server is silent on is retried with its unsent query, which then succeeds', async () => {
+test.if(postgresHere)('a new connection the server is silent on is retried with its unsent query, which then succeeds', async () => {
   const base = await freshDatabase()
   cleanups.push(() => base.drop())
   const u = new URL(base.url!)
@@ -59,7 +63,7 @@ test.if(realPostgres)('a new connection the server is silent on is retried with 
   await db.close()
 })
 
-test.if(realPostgres)('a node whose Postgres accepts and closes: a new device gets 503 (not a wait), and validates once Postgres is back', async () => {
+test.if(postgresHere)('a node whose Postgres accepts and closes: a new device gets 503 (not a wait), and validates once Postgres is back', async () => {
   const base = await freshDatabase()
   cleanups.push(() => base.drop())
   const u = new URL(base.url!)

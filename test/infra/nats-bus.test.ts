@@ -12,13 +12,10 @@ import { NatsBus } from '../../src/infra/nats-bus'
 import { freshDatabase, type TestDb } from '../support/harness'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
 import { waitUntil } from '../support/wait'
+import { requireEnvironment } from '../support/environment'
 
 const natsUrl = process.env.NATS_URL
-const cluster = !!(process.env.DATABASE_URL && natsUrl)
-
-test('NatsBus tests run only with DATABASE_URL and NATS_URL set (cluster mode)', () => {
-  expect(typeof cluster).toBe('boolean')
-})
+const cluster = await requireEnvironment('infra/nats-bus', ['postgres', 'nats'])
 
 const log = createLogger('silent')
 const until = (cond: () => boolean, ms = 5000) => waitUntil(cond, ms)

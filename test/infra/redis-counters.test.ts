@@ -5,13 +5,10 @@ import { createLogger } from '../../src/infra/log'
 import { RedisCounters } from '../../src/infra/redis-counters'
 import { startTcpProxy } from '../support/tcp-proxy'
 import { waitUntil as until } from '../support/wait'
+import { requireEnvironment } from '../support/environment'
 
 const redisUrl = process.env.REDIS_URL
-const cluster = !!redisUrl
-
-test('RedisCounters tests run only with REDIS_URL set (cluster mode)', () => {
-  expect(typeof cluster).toBe('boolean')
-})
+const cluster = await requireEnvironment('infra/redis-counters', ['redis'])
 
 const log = createLogger('silent')
 const account = () => `acct_test${Date.now().toString(36)}${Math.random().toString(36).slice(2, 10)}`

@@ -1,9 +1,12 @@
 // Multi-node tests: real `bun src/main.ts` processes on a fresh Postgres database, the machine's NATS
 // and Redis (optionally each node behind its own TCP proxy, so a test can cut one node's connection).
 import { join } from 'node:path'
-import { ADMIN_TOKEN, SECRET_KEY, client, createAccount, freshDatabase, type Client, type TestDb } from './harness'
+import postgres from 'postgres'
+import { ADMIN_TOKEN, SECRET_KEY, client, createAccount, freshDatabase, newProduct, type Client, type TestDb } from './harness'
+import { startPrivateNats, type PrivateNats } from './nats-server'
 import { startTcpProxy, type TcpProxy } from './tcp-proxy'
 
+/** For the benchmark programs (test/bench/); a test file asks `requireCluster` (environment.ts), which also checks the services answer. */
 export const clusterMode = !!(process.env.DATABASE_URL && process.env.NATS_URL && process.env.REDIS_URL)
 
 const MAIN = join(import.meta.dir, '..', '..', 'src', 'main.ts')
@@ -24,7 +27,14 @@ export interface Cluster {
   db: TestDb
   nodes: NodeProcess[]
   call: Client
+  /** A small pool on the nodes' database (opened on first use, ended by `close`). */
+  readonly sql: postgres.Sql
+  /** The private NATS server the nodes use (`privateNats: true`); stopped by `close`. */
+  readonly nats: PrivateNats
   account(plan?: string): Promise<{ id: string; token: string }>
+  /** A growth account and one product in it: what most multi-node tests start from. */
+  tenant(): Promise<{ accountId: string; token: string; productId: string }>
+  /** Stops the nodes, ends `sql`, stops the private NATS, drops the database. */
   close(): Promise<void>
 }
 
@@ -120,31 +130,53 @@ export async function startNodeProcess(
   }
 }
 
-/** `n` nodes on one fresh database. The first starts alone (it applies the migrations). */
+/**
+ * `n` nodes on one fresh database, the preamble every multi-node file shares (one `beforeAll` starts
+ * it, one `afterAll` calls `close`). The first node starts alone (it applies the migrations).
+ * `privateNats`: the nodes use a NATS server of their own (`c.nats`), which a test may stop and restart.
+ */
 export async function startCluster(
   n: number,
-  opts: { env?: Record<string, string>; proxies?: boolean; /** a private NATS server instead of NATS_URL */ natsUrl?: string } = {},
+  opts: { env?: Record<string, string>; proxies?: boolean; privateNats?: boolean } = {},
 ): Promise<Cluster> {
+  const nats = opts.privateNats ? await startPrivateNats() : null
   const db = await freshDatabase()
   const nodes: NodeProcess[] = []
+  const nodeOpts = { ...opts, ...(nats ? { natsUrl: nats.url } : {}) }
   try {
-    nodes.push(await startNodeProcess(db.url!, opts))
-    nodes.push(...(await Promise.all(Array.from({ length: n - 1 }, () => startNodeProcess(db.url!, opts)))))
+    nodes.push(await startNodeProcess(db.url!, nodeOpts))
+    nodes.push(...(await Promise.all(Array.from({ length: n - 1 }, () => startNodeProcess(db.url!, nodeOpts)))))
   } catch (err) {
     await Promise.all(nodes.map((node) => node.stop('SIGKILL')))
     await db.drop()
+    await nats?.stop()
     throw err
   }
   // Every node has heard every other's heartbeat before a test relies on acks.
   await Bun.sleep(600)
   const call = nodes[0]!.call
+  let sql: postgres.Sql | null = null
+  const account = (plan = 'growth') => createAccount(call, plan, `Cluster ${plan}`)
   return {
     db,
     nodes,
     call,
-    account: (plan = 'growth') => createAccount(call, plan, `Cluster ${plan}`),
+    get sql() {
+      return (sql ??= postgres(db.url!, { max: 2, onnotice: () => {} }))
+    },
+    get nats() {
+      if (!nats) throw new Error('this cluster uses the shared NATS server (start it with privateNats: true)')
+      return nats
+    },
+    account,
+    async tenant() {
+      const { id: accountId, token } = await account('growth')
+      return { accountId, token, productId: (await newProduct(call, token)).id }
+    },
     async close() {
       await Promise.all(nodes.map((node) => node.stop()))
+      await sql?.end({ timeout: 5 })
+      await nats?.stop()
       await db.drop()
     },
   }

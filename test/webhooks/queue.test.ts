@@ -1,5 +1,5 @@
 // The delivery queue on its own (no node running): batched claims, batched results with mixed
-// outcomes, leases that run out, concurrent claimers, and a lone worker stopping with claimed jobs.
+// outcomes, claims that run out, concurrent claimers, and a lone worker stopping with claimed jobs.
 // A fresh database per file, rows written directly.
 import { afterAll, beforeAll, beforeEach, expect, test } from 'bun:test'
 import { seal } from '../../src/infra/crypto'
@@ -20,7 +20,7 @@ import { startReceiver } from './receiver'
 const KEY = new Uint8Array(32).fill(7)
 const OTHER_KEY = new Uint8Array(32).fill(8)
 const SECRET = 'whsec_' + Buffer.alloc(32, 1).toString('base64')
-const LEASE_MS = 60_000
+const CLAIM_MS = 60_000
 
 let tdb: TestDb
 let db: Db
@@ -55,7 +55,7 @@ async function events(n: number): Promise<string[]> {
 
 /** A delivery row (null once it succeeded: a delivery that succeeded is deleted, its attempt log stays). */
 const delivery = async (id: string) => {
-  // due: neither waiting for a retry (next_attempt_at) nor leased (leased_until)
+  // due: neither waiting for a retry (next_attempt_at) nor claimed (leased_until)
   const [row] = await db.sql<{ status: string; attempts: number; due_in_ms: number }[]>`select status, attempts,
       extract(epoch from greatest(next_attempt_at, coalesce(leased_until, next_attempt_at)) - now()) * 1000 as due_in_ms
     from webhook_deliveries where id = ${id}`
@@ -69,9 +69,9 @@ const ok: AttemptOutcome = { statusCode: 200, success: true, durationMs: 3, erro
 const err500: AttemptOutcome = { statusCode: 500, success: false, durationMs: 4, error: 'HTTP 500' }
 const rec = (job: Job, outcome: AttemptOutcome, verdict: Verdict): AttemptRecord => ({ job, outcome, verdict })
 
-test('one claim takes a batch of due deliveries, leases them and signs each; a second claim gets none of them', async () => {
+test('one claim takes a batch of due deliveries for a while and signs each; a second claim gets none of them', async () => {
   const ids = await events(5)
-  const jobs = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const jobs = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   expect(new Set(jobs.map((j) => j.event.id))).toEqual(new Set(ids))
   const order = jobs.map((j) => Number(j.deliveryId))
   expect(order).toEqual([...order].sort((a, b) => a - b)) // oldest first (all due at once: by id)
@@ -81,14 +81,14 @@ test('one claim takes a batch of due deliveries, leases them and signs each; a s
     expect(messageOf(job).headers['webhook-signature']).toStartWith('v1,')
     const d = await delivery(job.deliveryId)
     expect(d?.status).toBe('pending')
-    expect(d!.due_in_ms).toBeGreaterThan(LEASE_MS - 10_000) // leased, not due
+    expect(d!.due_in_ms).toBeGreaterThan(CLAIM_MS - 10_000) // claimed, not due
   }
-  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+  expect(await claimDue(db.sql, KEY, 10, CLAIM_MS)).toEqual([])
 })
 
 test('a batch of results with mixed outcomes is written in one statement, each as its verdict says', async () => {
   await events(6)
-  const [succeeded, retried, failed, stale, cancelledFail, cancelledOk] = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const [succeeded, retried, failed, stale, cancelledFail, cancelledOk] = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   // Two deliveries cancelled meanwhile (their webhook was disabled while they were in flight).
   await db.sql`update webhook_deliveries set status = 'cancelled' where id in (${cancelledFail.deliveryId}, ${cancelledOk.deliveryId})`
   const recorded = await logAttempts(db.sql, [
@@ -105,7 +105,7 @@ test('a batch of results with mixed outcomes is written in one statement, each a
   expect(await delivery(succeeded.deliveryId)).toBeNull() // succeeded: the row goes, the attempt log stays
   const r = await delivery(retried.deliveryId)
   expect(r).toMatchObject({ status: 'pending', attempts: 1 })
-  expect(r!.due_in_ms).toBeGreaterThan(250_000) // the retry delay, not the lease
+  expect(r!.due_in_ms).toBeGreaterThan(250_000) // the retry delay, not the claim
   expect(r!.due_in_ms).toBeLessThanOrEqual(300_000)
   expect(await delivery(failed.deliveryId)).toMatchObject({ status: 'failed', attempts: 1 })
   expect(await delivery(stale.deliveryId)).toMatchObject({ status: 'pending', attempts: 0 }) // untouched
@@ -121,7 +121,7 @@ test('a batch of results with mixed outcomes is written in one statement, each a
 
 test('successes are logged one row per batch and webhook; the webhook\'s last 20 attempts read both forms, newest first', async () => {
   const ids = await events(26)
-  const jobs = await claimDue(db.sql, KEY, 30, LEASE_MS)
+  const jobs = await claimDue(db.sql, KEY, 30, CLAIM_MS)
   expect(jobs).toHaveLength(26)
   const log = (batch: Job[], outcome: AttemptOutcome, verdict: Verdict) => logAttempts(db.sql, batch.map((j) => rec(j, outcome, verdict)))
   // four statements, a moment apart: 10 successes, 2 retries, 10 successes, then 4 successes
@@ -153,24 +153,24 @@ test('successes are logged one row per batch and webhook; the webhook\'s last 20
 
 test('an error text holding a NUL byte (a receiver\'s body) is logged, and does not sink the batch', async () => {
   await events(2)
-  const [a, b] = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const [a, b] = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   const nul: AttemptOutcome = { statusCode: 500, success: false, durationMs: 2, error: 'HTTP 500: bad\u0000body' }
   const recorded = await logAttempts(db.sql, [rec(a, nul, { kind: 'retry', delayMs: 1_000 }), rec(b, ok, { kind: 'succeeded' })])
   expect([...recorded].sort()).toEqual([a.deliveryId, b.deliveryId].sort())
   expect(await attemptsOf(a.deliveryId)).toMatchObject([{ attempt: 1, success: false, status_code: 500, error: 'HTTP 500: bad\ufffdbody' }])
 })
 
-test('a claim whose node died runs out: the delivery is claimed again after its lease, and only then', async () => {
+test('a claim whose node died runs out: the delivery is claimed again once its claim has ended, and only then', async () => {
   const [eventId] = await events(1)
   const [dead] = await claimDue(db.sql, KEY, 10, 400) // this node never sends nor records
   expect(dead.event.id).toBe(eventId)
-  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([]) // still leased
+  expect(await claimDue(db.sql, KEY, 10, CLAIM_MS)).toEqual([]) // still claimed
   const [{ until }] = await db.sql<{ until: Date }[]>`select leased_until as until from webhook_deliveries where id = ${dead.deliveryId}`
 
   let again: Job[] = []
   for (const start = Date.now(); again.length === 0 && Date.now() - start < 10_000; ) {
     await Bun.sleep(50)
-    again = await claimDue(db.sql, KEY, 10, LEASE_MS)
+    again = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   }
   expect(again.map((j) => [j.deliveryId, j.attempts, j.event.id])).toEqual([[dead.deliveryId, 0, eventId]])
   const [{ now }] = await db.sql<{ now: Date }[]>`select now()`
@@ -183,17 +183,17 @@ test('a claim whose node died runs out: the delivery is claimed again after its 
   expect(await attemptsOf(dead.deliveryId)).toMatchObject([{ attempt: 1, success: true }])
 })
 
-test('a delivery acknowledged 2xx is never claimed again, even once its lease would have run out', async () => {
+test('a delivery acknowledged 2xx is never claimed again, even once its claim would have run out', async () => {
   await events(1)
   const [job] = await claimDue(db.sql, KEY, 10, 200)
   await logAttempts(db.sql, [rec(job, ok, { kind: 'succeeded' })])
   await Bun.sleep(300)
-  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+  expect(await claimDue(db.sql, KEY, 10, CLAIM_MS)).toEqual([])
 })
 
 test('claimers racing over the same due rows split them: each delivery claimed exactly once', async () => {
   const ids = await events(120)
-  const batches = await Promise.all(Array.from({ length: 6 }, () => claimDue(db.sql, KEY, 30, LEASE_MS)))
+  const batches = await Promise.all(Array.from({ length: 6 }, () => claimDue(db.sql, KEY, 30, CLAIM_MS)))
   const claimed = batches.flat().map((j) => j.event.id)
   expect(claimed.length).toBe(120)
   expect(new Set(claimed)).toEqual(new Set(ids))
@@ -202,14 +202,14 @@ test('claimers racing over the same due rows split them: each delivery claimed e
 test('deliveries of an inactive webhook are cancelled by the claim, not sent', async () => {
   await events(2)
   await db.sql`update webhooks set is_active = false where id = ${webhookId}`
-  expect(await claimDue(db.sql, KEY, 10, LEASE_MS)).toEqual([])
+  expect(await claimDue(db.sql, KEY, 10, CLAIM_MS)).toEqual([])
   const rows = await db.sql<{ status: string }[]>`select status from webhook_deliveries where webhook_id = ${webhookId}`
   expect(rows.map((r) => r.status)).toEqual(['cancelled', 'cancelled'])
 })
 
 test('a secret sealed under another SECRET_KEY fails its deliveries (logged) instead of blocking the queue', async () => {
   await events(2)
-  expect(await claimDue(db.sql, OTHER_KEY, 10, LEASE_MS)).toEqual([])
+  expect(await claimDue(db.sql, OTHER_KEY, 10, CLAIM_MS)).toEqual([])
   const rows = await db.sql<{ id: string; status: string; attempts: number }[]>`select id, status, attempts from webhook_deliveries
     where webhook_id = ${webhookId} order by id`
   expect(rows.map((r) => [r.status, r.attempts])).toEqual([['failed', 1], ['failed', 1]])
@@ -285,11 +285,11 @@ test('a claimed job that cannot start in time is handed back unsent, then delive
 })
 
 /** A stand-in for a node's worker that holds `room`, and records what it is given back and handed. */
-function recordingTaker(room: number, leaseMs: number) {
+function recordingTaker(room: number, claimMs: number) {
   const handed: { held: number; own: OwnDelivery[]; committed: boolean }[] = []
   let released = 0
   const taker: DeliveryTaker = {
-    leaseMs,
+    claimMs,
     reserve: () => room,
     release: (n) => void (released += n),
     settle: (held, own, committed) => void handed.push({ held, own, committed }),
@@ -321,11 +321,11 @@ test('a transaction\'s own deliveries: as many as its node\'s worker has room fo
 
   // the other two are due now, for any node's claim; the taken ones are not (their node sends them)
   const takenIds = new Set(own.map((d) => d.deliveryId))
-  const claimed = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const claimed = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   expect(claimed.map((j) => j.event.id).sort()).toEqual(ids.filter((id) => !own.some((d) => d.event.id === id)).sort())
-  // the node never sent them (it died): due for anyone when the lease would have ended
+  // the node never sent them (it died): due for anyone when the claim would have ended
   await Bun.sleep(2_100)
-  const later = await claimDue(db.sql, KEY, 10, LEASE_MS)
+  const later = await claimDue(db.sql, KEY, 10, CLAIM_MS)
   expect(new Set(later.map((j) => j.deliveryId))).toEqual(takenIds)
   // and the claim signs what the node would have: the same event, the same body
   const { jobs } = ownJobs(KEY, own)
@@ -337,7 +337,7 @@ test('a transaction\'s own deliveries: as many as its node\'s worker has room fo
 })
 
 test('a transaction that rolls back hands nothing over, gives its room back and leaves no delivery', async () => {
-  const { taker, handed, released } = recordingTaker(10, LEASE_MS)
+  const { taker, handed, released } = recordingTaker(10, CLAIM_MS)
   const undo = offerOwnDeliveries(db.sql, taker)
   try {
     const failing = db.sql.begin(async (tx) => {

@@ -1,4 +1,4 @@
-// The delivery worker against a live receiver: workers racing over one queue, a lease left by a node
+// The delivery worker against a live receiver: workers racing over one queue, a claim left by a node
 // that died, connections reused across deliveries.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { emit, emitMany, SYSTEM } from '../../src/modules/events/outbox'
@@ -52,14 +52,14 @@ test('two workers racing over one queue: a burst is delivered exactly once, one 
   }
 })
 
-test('a delivery claimed by a node that died is delivered by a live node once the lease runs out', async () => {
+test('a delivery claimed by a node that died is delivered by a live node once the claim runs out', async () => {
   const { id: accountId, token } = await h.account('growth')
   const p = path()
   const wh = await newWebhook(h.call, token, rx.url(p), ['key.created'])
   rx.expect(p, wh.secret)
   const { deps } = h.node
   // The event and a claim by a "node" that then dies, in one transaction: the live worker, woken at
-  // commit, finds the delivery leased. The event is written in a savepoint's scope, which is not offered
+  // commit, finds the delivery claimed. The event is written in a savepoint's scope, which is not offered
   // to the live node's worker (outbox.ts emitMany), as another node's transaction would not be.
   const { eventId, until } = await deps.sql.begin(async (tx) => {
     const eventId = await tx.savepoint((sp) => emit(sp, accountId, 'key.created', { id: 'key_dead' }, SYSTEM))
@@ -68,13 +68,13 @@ test('a delivery claimed by a node that died is delivered by a live node once th
     const [{ until }] = await tx<{ until: Date }[]>`select next_attempt_at as until from webhook_deliveries where id = ${job.deliveryId}`
     return { eventId, until }
   })
-  await rx.waitFor(() => rx.on(p).length >= 1, 15_000, 'the delivery after the lease')
+  await rx.waitFor(() => rx.on(p).length >= 1, 15_000, 'the delivery after the claim')
   await eventually(async () => (await pending(wh.id)) === 0, 10_000, 'the attempt logged')
   expect(rx.on(p).map((r) => r.payload?.id)).toEqual([eventId])
   const attempts = await deps.sql<{ attempt: number; success: boolean; created_at: Date }[]>`select attempt, success, created_at
     from webhook_attempt_log where webhook_id = ${wh.id}`
   expect(attempts.map((a) => [a.attempt, a.success])).toEqual([[1, true]]) // the dead node's claim was not an attempt
-  expect(attempts[0].created_at.getTime()).toBeGreaterThanOrEqual(until.getTime()) // not before the lease ran out
+  expect(attempts[0].created_at.getTime()).toBeGreaterThanOrEqual(until.getTime()) // not before the claim ran out
 })
 
 test('deliveries to one receiver, one after another, reuse a kept-alive connection', async () => {

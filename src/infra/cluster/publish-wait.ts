@@ -4,7 +4,7 @@
 // meanwhile, sends it again with its number, then waits for each member's ack on NATS, or for its row to
 // report the change as seen; for a member it hears neither from, it waits `trustWindowMs` (+ a margin)
 // from after taking the number: any renewal that did not include the change began before that, so it
-// has run out. (The early copy changes no lease: only the numbered one counts toward trust.)
+// has run out. (The early copy changes no trust window: only the numbered one counts toward trust.)
 import type { Sql } from '../db'
 import type { Logger } from '../log'
 import { announce, notYetSeen } from '../cluster-nodes'
@@ -83,20 +83,20 @@ export class PublishWaits {
       const numberedAt = performance.now()
       if (!ann) {
         // No number: the others cannot notice a missed message, and we do not know who to wait for.
-        // The early copy went out; wait out every lease (those that renew meanwhile are not covered: logged).
+        // The early copy went out; wait out every trust window (those that renew meanwhile are not covered: logged).
         log.error({ kind: p.kind }, 'invalidation could not be numbered (Postgres unreachable after the commit)')
         await new Promise((r) => setTimeout(r, trustWindowMs + MARGIN_MS))
         return
       }
       const seq = ann.seq
       p.received(seq)
-      // The numbered copy counts toward every node's lease (trust.ts); a member that missed the early
+      // The numbered copy counts toward every node's trust window (trust.ts); a member that missed the early
       // copy applies this one.
       p.send(id, seq)
       const missing = new Set(ann.members)
       for (const node of waiter.early) missing.delete(node)
       waiter.missing = missing
-      // Acks, rows that report the change as seen, or the members' leases running out: whichever is first.
+      // Acks, rows that report the change as seen, or the members' trust windows running out: whichever is first.
       const deadline = numberedAt + trustWindowMs + MARGIN_MS
       for (;;) {
         const left = deadline - performance.now()

@@ -119,5 +119,15 @@ export class NatsTransport {
   }
 }
 
-export const withTimeout = <T>(p: Promise<T>, ms: number) =>
-  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), ms))])
+/**
+ * `p`, or a rejection (`timeout`) once `ms` have passed. The timer is cleared as soon as `p` settles:
+ * left running, each call (one per publish wait, beat and barrier) would hold a timer for its whole
+ * `ms`, and a stopping process would wait for the last of them.
+ */
+export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('timeout')), ms)
+  })
+  return Promise.race([p, timeout]).finally(() => clearTimeout(timer))
+}

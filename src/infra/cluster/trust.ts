@@ -1,6 +1,6 @@
-// Change numbering and the trust lease (docs/operations.md, "How the nodes stay one service"): every
+// Change numbering and the trust window (docs/operations.md, "How the nodes stay one service"): every
 // change that alters an answer takes a number from the Postgres sequence `cluster_changes`; this node
-// tracks which numbers it has received, and trusts its memory only under a lease it renews from
+// tracks which numbers it has received, and trusts its memory only under a trust window it renews from
 // Postgres a few times a second. A renewal counts once every number up to the sequence value read
 // after it began is in, and lasts `trustWindowMs` from its start on this node's monotonic clock.
 import type { Sql } from '../db'
@@ -22,13 +22,13 @@ export interface TrustOptions {
   resync: (cause: string, upTo: number | null) => void
 }
 
-export class TrustLease {
+export class TrustWindow {
   // Every number <= watermark is accounted for (received, or dropped by a resync).
   private watermark = 0
   private seen = new Set<number>()
   private gap: { upTo: number; since: number } | null = null
-  // Until `leaseEnd` (performance.now()), mirrored as wall-clock `trustUntil` for callers.
-  private leaseEnd = 0
+  // Until `windowEnd` (performance.now()), mirrored as wall-clock `trustUntil` for callers.
+  private windowEnd = 0
   private trustUntil = 0
   private pending: Renewal[] = []
   private renewing = false
@@ -49,7 +49,7 @@ export class TrustLease {
   }
 
   /**
-   * One renewal: report what this node has seen, read the change sequence, and extend the lease when
+   * One renewal: report what this node has seen, read the change sequence, and extend the trust window when
    * everything up to it is in (now, or later when the missing messages arrive). A change that stays
    * missing (longer than a writer waits for acks, or at once when NATS is down) means a resync.
    */
@@ -83,7 +83,7 @@ export class TrustLease {
         }
       }
     } catch {
-      // Postgres unreachable or slow: no renewal, the lease runs out on its own
+      // Postgres unreachable or slow: no renewal, the trust window runs out on its own
     } finally {
       this.renewing = false
     }
@@ -115,7 +115,7 @@ export class TrustLease {
     for (const r of this.pending) if (r.v > upTo) r.v = upTo
   }
 
-  /** Grants the lease for every renewal whose sequence value is now covered. */
+  /** Grants the trust window for every renewal whose sequence value is now covered. */
   settle() {
     let s = -1
     while (this.pending.length > 0 && this.pending[0]!.v <= this.watermark) s = this.pending.shift()!.s
@@ -124,14 +124,14 @@ export class TrustLease {
 
   private grant(since: number) {
     const end = since + this.opts.trustWindowMs
-    if (end <= this.leaseEnd) return
-    this.leaseEnd = end
+    if (end <= this.windowEnd) return
+    this.windowEnd = end
     this.anchor()
   }
 
-  /** Re-anchors the wall-clock view of the lease on the monotonic clock (a stepped wall clock). */
+  /** Re-anchors the wall-clock view of the trust window on the monotonic clock (a stepped wall clock). */
   anchor() {
-    this.trustUntil = Date.now() + (this.leaseEnd - performance.now())
+    this.trustUntil = Date.now() + (this.windowEnd - performance.now())
   }
 
   /** Whether memory can be trusted at `now` (Date.now()): one comparison, called per request. */
@@ -147,7 +147,7 @@ export class TrustLease {
   /** Stops renewing and trusting at once (the node is stopping). */
   stop() {
     this.stopped = true
-    this.leaseEnd = 0
+    this.windowEnd = 0
     this.trustUntil = 0
   }
 }

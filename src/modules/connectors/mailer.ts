@@ -1,6 +1,6 @@
 // Key delivery by email: an outbox of its own (connector_mails). The key value waits there sealed
 // (AES-256-GCM under SECRET_KEY) until the SMTP server accepts the mail, then it is erased. Any node
-// claims due mails by leasing them (`FOR UPDATE SKIP LOCKED`, next_attempt_at pushed past the lease),
+// claims due mails for a while (`FOR UPDATE SKIP LOCKED`, next_attempt_at pushed past the send claim),
 // so a crash mid-send is retried elsewhere; a failure is retried with the configured backoff.
 // Neither the value nor the mail's text is ever logged.
 import { readFileSync } from 'node:fs'
@@ -22,7 +22,7 @@ Keep it somewhere safe: enter it in the app when it asks for a license key.
 If you did not make this purchase, reply to this email.
 `
 
-const LEASE_MS = 5 * 60_000
+const SEND_CLAIM_MS = 5 * 60_000
 const BATCH = 10
 
 export interface MailFields {
@@ -112,12 +112,12 @@ export class Mailer {
     return sql<Due[]>`with due as (
         select id from connector_mails where status = 'pending' and next_attempt_at <= now()
         order by next_attempt_at limit ${BATCH} for update skip locked
-      ), leased as (
-        update connector_mails m set attempts = m.attempts + 1, next_attempt_at = now() + ${LEASE_MS} * interval '1 millisecond'
+      ), claimed as (
+        update connector_mails m set attempts = m.attempts + 1, next_attempt_at = now() + ${SEND_CLAIM_MS} * interval '1 millisecond'
         from due where m.id = due.id returning m.id, m.to_email, m.value_sealed, m.attempts, m.key_id
       )
       select l.id, l.to_email, l.value_sealed, l.attempts, pr.name as product, po.name as policy, k.expires_at
-      from leased l join license_keys k on k.id = l.key_id join products pr on pr.id = k.product_id
+      from claimed l join license_keys k on k.id = l.key_id join products pr on pr.id = k.product_id
         left join policies po on po.id = k.policy_id`
   }
 

@@ -53,10 +53,10 @@ export interface OwnDelivery {
  * not claim them back from Postgres (see emitMany). `reserve` says how many it can take now and holds
  * that room; `release` gives back what a statement did not use; `settle` hands over what was taken once
  * the transaction has ended (dropped when it did not commit), with the room it held. `at` is when the
- * statement was sent (performance.now()): its lease, `leaseMs`, runs from a moment after that.
+ * statement was sent (performance.now()): its claim, `claimMs`, runs from a moment after that.
  */
 export interface DeliveryTaker {
-  readonly leaseMs: number
+  readonly claimMs: number
   reserve(): number
   release(n: number): void
   settle(held: number, own: OwnDelivery[], committed: boolean, at: number): void
@@ -108,10 +108,10 @@ export interface PendingEvent {
  *
  * The node's own deliveries. When `tx` was begun by a node whose delivery worker has room (a
  * DeliveryTaker), up to that many of the new deliveries are written already taken: due only when a
- * lease would end (`next_attempt_at` = the statement's time + the lease), and handed to the worker with
+ * claim would end (`next_attempt_at` = the statement's time + the claim), and handed to the worker with
  * everything signing needs once the transaction commits. The worker sends them at once, with no claim
  * statement (the claim was a third of Postgres's work per delivery). Should the node die first, they are
- * due when the lease ends, for any node, as a claimed delivery would be. The rest are due now, and
+ * due when the claim ends, for any node, as a claimed delivery would be. The rest are due now, and
  * NOTIFY wakes every node's worker to claim them.
  */
 export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise<string[]> {
@@ -132,7 +132,7 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
   let held = reserved?.held ?? 0
   let own: OwnDelivery[] = []
   if (taker) afterCommit(tx, () => taker.settle(held, own, true, at), () => taker.settle(held, own, false, at))
-  const leaseSecs = taker ? taker.leaseMs / 1000 : 0
+  const claimSecs = taker ? taker.claimMs / 1000 : 0
   const [result] = await tx<{ taken: [string, string, string, string, string, unknown][]; created_at: Date }[]>`with input as (
       select e->>'id' as id, e->>'account_id' as account_id, e->>'type' as type, e->'data' as data,
         e->>'actor_type' as actor_type, e->>'actor_id' as actor_id,
@@ -145,7 +145,7 @@ export async function emitMany(tx: Tx, events: readonly PendingEvent[]): Promise
     ), fan as (
       insert into webhook_deliveries (webhook_id, event_id, account_id, next_attempt_at)
       select w.id, ev.id, w.account_id,
-        case when row_number() over () <= ${held}::int then statement_timestamp() + make_interval(secs => ${leaseSecs}::float8)
+        case when row_number() over () <= ${held}::int then statement_timestamp() + make_interval(secs => ${claimSecs}::float8)
              else now() end
       from ev join webhooks w on w.account_id = ev.account_id and w.is_active and ev.type = any (w.events)
       returning id, webhook_id, event_id, next_attempt_at > now() as taken

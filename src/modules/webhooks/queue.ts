@@ -1,6 +1,7 @@
 // The delivery queue in Postgres. Any number of nodes claim due rows with FOR UPDATE SKIP LOCKED, so
-// no two nodes attempt the same delivery; a claimed row's leased_until is its lease. One
-// statement claims a batch, one statement logs a batch of results: no round trip per attempt.
+// no two nodes attempt the same delivery; a row's claim ends at its `leased_until` (the column keeps
+// its older name: docs/decisions.md, Webhooks). One statement claims a batch, one statement logs a
+// batch of results: no round trip per attempt.
 import { newId, open } from '../../infra/crypto'
 import type { Sql, Tx } from '../../infra/db'
 import { cancelPending } from './repo'
@@ -78,25 +79,25 @@ type ClaimRow = {
 /**
  * Claims up to `limit` due deliveries in one statement (one round trip, no explicit transaction): the
  * due rows are locked with FOR UPDATE SKIP LOCKED, so concurrent claims (this node's or others') never
- * take the same row; those of an active webhook are leased (`leased_until` = now + `leaseMs`) and come
+ * take the same row; those of an active webhook are claimed (`leased_until` = now + `claimMs`) and come
  * back with what signing needs, those of a webhook deactivated while its event was being written are
  * cancelled. Deleting a webhook deletes its delivery rows first (repo.deleteWebhook), so it waits for
  * this statement: either the rows are gone before the claim, or they were claimed while the webhook
  * existed. Only delivery rows are locked (the webhook and event rows are only read), so this never
  * waits on a webhook row: no lock-order deadlock with deletes, PATCHes or 410 handling, which lock the
- * webhook first. The lease changes no indexed column, so Postgres writes it in place (a HOT update; see
+ * webhook first. The claim changes no indexed column, so Postgres writes it in place (a HOT update; see
  * sql/031_webhook_lease.sql).
  *
- * The lease is committed without waiting for its WAL flush (`synchronous_commit = off` for this statement
+ * The claim is committed without waiting for its WAL flush (`synchronous_commit = off` for this statement
  * only): the flush is most of a small write's latency (measured p50 3.2 → 0.4 ms on the development
- * machine). Losing a lease costs a repeated attempt, and only if Postgres itself crashes within the
+ * machine). Losing a claim costs a repeated attempt, and only if Postgres itself crashes within the
  * flush delay (a fraction of a second), which already repeats the attempts whose results it lost;
- * results (logAttempts) are committed durably, and a durable result makes its earlier lease durable.
+ * results (logAttempts) are committed durably, and a durable result makes its earlier claim durable.
  */
-export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: number, leaseMs: number): Promise<Job[]> {
+export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: number, claimMs: number): Promise<Job[]> {
   // The statement lives in a function (sql/030_webhook_claim.sql) so that it is always planned as an
   // index scan in due order, whatever the table's statistics say (see there).
-  const rows = await sql<ClaimRow[]>`select * from webhook_claim_due(${limit}::int, ${leaseMs / 1000}::float8)`
+  const rows = await sql<ClaimRow[]>`select * from webhook_claim_due(${limit}::int, ${claimMs / 1000}::float8)`
   if (rows.length === 0) return []
   const jobs: Job[] = []
   const keyOf = keyOpener(secretKey)
@@ -104,7 +105,7 @@ export async function claimDue(sql: Sql | Tx, secretKey: Uint8Array, limit: numb
     const key = keyOf(r.secret_sealed)
     if (key === null) {
       // Sealed under another SECRET_KEY: it can never be signed, so fail it (logged) instead of
-      // letting it block the queue. Rare, so one statement per row is fine; the lease keeps it ours.
+      // letting it block the queue. Rare, so one statement per row is fine; the claim keeps it ours.
       await failUnsignable(sql, r)
       continue
     }
@@ -148,7 +149,7 @@ export interface AttemptRecord {
 
 /**
  * Logs the attempt and moves the delivery on. Guarded by the attempt count seen at claim time: if
- * another node took over (its lease ran out) and logged first, this result is dropped. Returns false
+ * another node took over (its claim ran out) and logged first, this result is dropped. Returns false
  * when nothing was recorded (delivery deleted with its webhook, or taken over).
  */
 export async function recordAttempt(sql: Sql, rec: AttemptRecord): Promise<boolean> {
@@ -167,7 +168,7 @@ export async function recordAttempt(sql: Sql, rec: AttemptRecord): Promise<boole
  * finished while the previous batch was being written. Returns the delivery ids that were recorded.
  * A delivery that succeeded is deleted (its attempt log is its record; a delete is Postgres's cheapest
  * write, see sql/031_webhook_lease.sql); one to be retried becomes due after its delay, one that failed
- * for good stays as a failed row. Either way its lease is lifted.
+ * for good stays as a failed row. Either way its claim is lifted.
  */
 export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise<Set<string>> {
   // The batch travels as one JSON text (native JSON.stringify; postgres.js serializes arrays element by
@@ -184,7 +185,7 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
       success: outcome.success,
       duration_ms: outcome.durationMs,
       // Postgres text cannot hold NUL, which a receiver's body may: a NUL would fail the whole batch and
-      // leave these deliveries unlogged (retried at each lease's end instead of on the schedule).
+      // leave these deliveries unlogged (retried at each claim's end instead of on the schedule).
       error: outcome.error === null ? null : outcome.error.replaceAll('\u0000', '\ufffd'),
     })),
   )
@@ -197,7 +198,7 @@ export async function logAttempts(sql: Sql | Tx, recs: AttemptRecord[]): Promise
 
 /**
  * Makes claimed-but-unattempted deliveries due again at once (a node shutting down mid-attempt). A
- * delivery its node took at its write (ownJobs) is due when its lease would end: that moves to now.
+ * delivery its node took at its write (ownJobs) is due when its claim would end: that moves to now.
  */
 export async function releaseClaims(sql: Sql, jobs: readonly Claim[]): Promise<void> {
   if (jobs.length === 0) return

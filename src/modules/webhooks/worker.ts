@@ -17,7 +17,7 @@ export interface WorkerOptions {
   pollMs?: number
   /**
    * How long a claimed job may wait for a slot before it is handed back unsent. At most (and by
-   * default) what its lease leaves once the attempt's timeout and 10 s are set aside: 20 s.
+   * default) what its claim leaves once the attempt's timeout and 10 s are set aside: 20 s.
    */
   startByMs?: number
 }
@@ -95,7 +95,7 @@ class AttemptRecorder {
   }
 }
 
-/** A claimed job and when its claim was sent (its lease runs from a moment after that). */
+/** A claimed job and when its claim was sent (its claim runs from a moment after that). */
 interface Claimed {
   job: Job
   claimedAt: number
@@ -104,8 +104,8 @@ interface Claimed {
 export class DeliveryWorker implements DeliveryTaker {
   private readonly concurrency: number
   private readonly pollMs: number
-  readonly leaseMs: number
-  /** A claimed job starts within this long of its claim, or not at all: its lease must outlast the attempt (up to the timeout) with 10 s to spare. */
+  readonly claimMs: number
+  /** A claimed job starts within this long of its claim, or not at all: its claim must outlast the attempt (up to the timeout) with 10 s to spare. */
   private readonly startBy: number
   /** Claimed jobs waiting for a slot (see `ahead`). */
   private ready: Claimed[] = []
@@ -138,8 +138,8 @@ export class DeliveryWorker implements DeliveryTaker {
     this.concurrency = options.concurrency ?? DEFAULT_CONCURRENCY
     this.pollMs = options.pollMs ?? DEFAULT_POLL_MS
     // Longer than any attempt can take, so a live node never loses a claim it is still working on.
-    this.leaseMs = deps.config.webhookTimeoutMs + 30_000
-    this.startBy = Math.min(options.startByMs ?? Infinity, this.leaseMs - deps.config.webhookTimeoutMs - 10_000)
+    this.claimMs = deps.config.webhookTimeoutMs + 30_000
+    this.startBy = Math.min(options.startByMs ?? Infinity, this.claimMs - deps.config.webhookTimeoutMs - 10_000)
     this.recorder = new AttemptRecorder(deps.sql)
   }
 
@@ -235,7 +235,7 @@ export class DeliveryWorker implements DeliveryTaker {
     const limit = Math.min(MAX_CLAIM, this.room())
     this.asked += limit
     const claimedAt = performance.now()
-    const done: Promise<void> = claimDue(this.deps.sql, this.deps.secretKey, limit, this.leaseMs)
+    const done: Promise<void> = claimDue(this.deps.sql, this.deps.secretKey, limit, this.claimMs)
       .then(async (jobs) => {
         if (this.stopped) return releaseClaims(this.deps.sql, jobs)
         this.backlog = jobs.length === limit // a full batch: there may be more
@@ -258,8 +258,8 @@ export class DeliveryWorker implements DeliveryTaker {
     const late: Job[] = []
     while (!this.stopped && this.ready.length > 0 && this.inFlight.size < this.concurrency) {
       const { job, claimedAt } = this.ready.shift()!
-      // Its lease could run out while it is being sent: hand it back (due again at once, for any node)
-      // rather than send it late; should that fail, it is due when its lease ends.
+      // Its claim could run out while it is being sent: hand it back (due again at once, for any node)
+      // rather than send it late; should that fail, it is due when its claim ends.
       if (performance.now() - claimedAt > this.startBy) late.push(job)
       else this.run(job)
     }
@@ -273,7 +273,7 @@ export class DeliveryWorker implements DeliveryTaker {
   }
 
   private run(job: Job): void {
-    // The slot frees as soon as the request is done; logging it is batched (the row's lease keeps other
+    // The slot frees as soon as the request is done; logging it is batched (the row's claim keeps other
     // claims off it meanwhile).
     const freeSlot = () => {
       if (!this.inFlight.delete(job.deliveryId)) return
