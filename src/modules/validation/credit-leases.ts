@@ -20,7 +20,7 @@ import { UtcDayClock } from '../../infra/counters'
 import type { Sql } from '../../infra/db'
 import type { Logger } from '../../infra/log'
 import { addConsumed, reportLeases, returnCredits, takeCredits, type Taken } from './credits-repo'
-import { hotKeyOf, keyHashOf } from './hot-state'
+import { hotKeyOf, keyHashOf } from './hot/hot-state'
 
 /** A lease covers about this many seconds of the node's recent spending on the key. */
 const LEASE_SECONDS = 1
