@@ -78,7 +78,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     app.listen({ port, hostname: config.host, reusePort: config.workers > 1 })
   } catch (err) {
     deps.principals.close()
-    deps.validation.close()
+    await deps.validation.close()
     await Promise.allSettled([deps.bus.close(), deps.counters.close(), options.db ? null : db.close()])
     const busy = (err as { code?: string }).code === 'EADDRINUSE'
     throw new StartupError(`Cannot listen on ${config.host}:${port}: ${busy ? 'the port is in use (set PORT to another one)' : String(err)}`)
@@ -92,15 +92,10 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     demoToken = api_key.token
   }
   const validation = deps.validation
-  // Before an inactivity release judges a device idle, every node writes the last-seen times it
-  // batches (modules/activations/inactivity-release.ts).
-  deps.bus.onBarrier(() => validation.flush())
   const jobs = [
     every(config.flushIntervalMs, log, 'api-key-last-used', () => deps.principals.flush()),
     every(config.flushIntervalMs, log, 'counters', () => deps.counters.flush()),
-    every(config.flushIntervalMs, log, 'activation-last-seen', () => validation.flush()),
-    every(config.flushIntervalMs, log, 'validation-outcomes', () => validation.outcomes.flush()),
-    every(config.flushIntervalMs, log, 'credit-leases', () => validation.credits.flush()),
+    every(config.flushIntervalMs, log, 'validation', () => validation.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
     every(config.sweepIntervalMs, log, 'reinstate-sweeper', () => reinstateDueKeys(deps)),
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
@@ -127,12 +122,8 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
         await deps.mailer.stop()
         await deps.principals.flush().catch(() => {})
         deps.principals.close()
-        // repeat validations batched in memory reach Postgres before the connection closes
-        await validation.flush().catch((err) => log.warn({ err: String(err) }, 'last-seen flush at shutdown failed'))
-        await validation.outcomes.flush().catch((err) => log.warn({ err: String(err) }, 'validation outcome flush at shutdown failed'))
-        // unspent credits go back to their keys' records (a node killed instead strands them: docs/architecture.md)
-        await validation.credits.close().catch((err) => log.warn({ err: String(err) }, 'credit lease return at shutdown failed'))
-        validation.close()
+        // what validate batched reaches Postgres, and unspent credits go back, before the connection closes
+        await validation.close()
         await deps.counters.flush().catch(() => {})
         await deps.counters.close()
         await deps.bus.close()

@@ -1,6 +1,7 @@
-// The background sweeps (expiry, inactivity release, retention) all work the same way: one short
-// transaction per batch, repeated while a batch comes back full, so no sweep holds locks for long and
-// a large backlog drains in one pass. This is that loop, written once.
+// The background sweeps (expiry, reinstatement, inactivity release, the retention of events and of
+// connectors' history) all work the same way: one short transaction per batch, repeated while a batch
+// comes back full, so no sweep holds locks for long and a large backlog drains in one pass. This is
+// that loop, written once.
 
 /** A batch's outcome: how many rows it handled, or null when the sweep must stop now (e.g. another node holds its lock). */
 export type BatchResult = number | null

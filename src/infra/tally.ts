@@ -27,3 +27,13 @@ export function foldTally<V extends string>(counts: Tally<V>, counter: Counter<s
     counter.inc({ [label]: v }, n)
   }
 }
+
+/** As foldTally, for counts kept by position: `counts[i]` is the count of `values[i]`. */
+export function foldCounts(counts: Float64Array, values: readonly string[], counter: Counter<string>, label: string) {
+  for (let i = 0; i < counts.length; i++) {
+    const n = counts[i]!
+    if (n === 0) continue
+    counts[i] = 0
+    counter.inc({ [label]: values[i]! }, n)
+  }
+}

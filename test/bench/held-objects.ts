@@ -4,8 +4,8 @@
 // per object held. No node, no Postgres: this measures the objects alone.
 import { hash, randomBytes } from 'node:crypto'
 import { answerText, validAnswerOf } from '../../src/modules/validation/answers'
-import { HotState, type KeyRef, type KeyState } from '../../src/modules/validation/hot-state'
-import { NO_ENTITLEMENTS } from '../../src/modules/validation/key-row'
+import { HotState, type KeyRef, type KeyState } from '../../src/modules/validation/hot/hot-state'
+import { NO_ENTITLEMENTS } from '../../src/modules/validation/hot/key-row'
 
 const N = Number(process.env.BENCH_HELD ?? 65_536)
 const hot = new HotState(async () => null, { ttlMs: 3_600_000, degradedTtlMs: 60_000, maxKeys: Math.max(N, 1_000_000) })

@@ -4,7 +4,7 @@
 // hex string, repeated strings interned. The same rules (it extends the same read-through cache); only
 // the storage differs. Not used by the node.
 import type { Bus } from '../../src/infra/bus'
-import { AbsentKeys } from '../../src/infra/absent-keys'
+import { AbsentKeys } from '../../src/modules/validation/hot/absent-keys'
 import { cacheLookupResults } from '../../src/infra/metrics'
 import { FRESH, ReadThroughCache } from '../../src/infra/read-through-cache'
 import {
@@ -15,7 +15,7 @@ import {
   type KeyRef,
   type KeyRow,
   type KeyState,
-} from '../../src/modules/validation/hot-state'
+} from '../../src/modules/validation/hot/hot-state'
 
 type Entry = KeyState & { used: boolean }
 

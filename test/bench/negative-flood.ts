@@ -9,7 +9,7 @@
 //
 //   BENCH_KNOWN=100000 BENCH_FLOOD=1000000 bun test/bench/negative-flood.ts
 import { randomBytes } from 'node:crypto'
-import { HotState, type KeyRow, type KeyState } from '../../src/modules/validation/hot-state'
+import { HotState, type KeyRow, type KeyState } from '../../src/modules/validation/hot/hot-state'
 
 const KNOWN = Number(process.env.BENCH_KNOWN ?? 100_000)
 const FLOOD = Number(process.env.BENCH_FLOOD ?? 1_000_000)

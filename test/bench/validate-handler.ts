@@ -15,7 +15,7 @@ import { median } from './stats'
 import { startInProcessNode } from './servers'
 import { mapHandler, strictHandler } from './validate-roles'
 import { MapHotState } from './map-hot-state'
-import { keyHashOf } from '../../src/modules/validation/hot-state'
+import { keyHashOf } from '../../src/modules/validation/hot/hot-state'
 import { loadKeyState } from '../../src/modules/validation/repo'
 
 const CALLS = Number(process.env.BENCH_CALLS ?? 5_000)

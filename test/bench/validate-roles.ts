@@ -21,8 +21,8 @@ import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/i
 import { connectPostgres, startEmbedded, type Db } from '../../src/infra/db'
 import { migrate } from '../../src/infra/migrate'
 import { startNode } from '../../src/node'
-import { keyHashOf } from '../../src/modules/validation/hot-state'
-import { NO_ENTITLEMENTS } from '../../src/modules/validation/key-row'
+import { keyHashOf } from '../../src/modules/validation/hot/hot-state'
+import { NO_ENTITLEMENTS } from '../../src/modules/validation/hot/key-row'
 import { loadKeyState } from '../../src/modules/validation/repo'
 import { MapHotState } from './map-hot-state'
 

@@ -28,7 +28,7 @@ beforeAll(async () => {
   expect(v.body.valid).toBe(true)
   // The validate's outcome count and its daily call count are in Postgres before the test counts rows
   // (each flush waits for one the background job may have under way).
-  await h.node.deps.validation.outcomes.flush()
+  await h.node.deps.validation.flush()
   await h.node.deps.counters.flush()
 })
 afterAll(async () => {

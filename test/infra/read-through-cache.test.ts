@@ -1,7 +1,7 @@
 // The shared read-through rules (infra/read-through-cache.ts) on a minimal storage, and the fixed-size
-// table of negative entries (infra/absent-keys.ts). Counted in reads, never timed.
+// table of negative entries (modules/validation/hot/absent-keys.ts). Counted in reads, never timed.
 import { describe, expect, test } from 'bun:test'
-import { AbsentKeys } from '../../src/infra/absent-keys'
+import { AbsentKeys } from '../../src/modules/validation/hot/absent-keys'
 import { ReadThroughCache, type CacheRules } from '../../src/infra/read-through-cache'
 import type { BusState } from '../../src/infra/bus'
 

@@ -3,7 +3,7 @@
 import { describe, expect, spyOn, test } from 'bun:test'
 import { LocalBus, type BusState } from '../../src/infra/bus'
 import * as crypto from '../../src/infra/crypto'
-import { deviceCount, HotState, hotKeyOf, type KeyState } from '../../src/modules/validation/hot-state'
+import { deviceCount, HotState, hotKeyOf, type KeyState } from '../../src/modules/validation/hot/hot-state'
 import { newKey, useHarness } from '../support/harness'
 import { fingerprint, keyRow, setup, validate } from './support'
 

@@ -51,34 +51,34 @@ test('unknown keys, other accounts\' keys and other products are answered withou
     const who: Principal = { apiKeyId: 'ak_test', accountId: mine.accountId, scope: 'validate', plan: 'growth', tokenHash: 'test' }
     const unknown = randomKeyValue()
     // the first ask reads Postgres once and keeps a negative entry
-    await expect(engine.devices(who, { key: unknown })).rejects.toMatchObject({ code: 'not_found' })
+    await expect(engine.holders.devices(who, { key: unknown })).rejects.toMatchObject({ code: 'not_found' })
     const afterFirst = db.count()
     expect(afterFirst).toBeGreaterThan(0)
     for (let i = 0; i < 20; i++) {
-      await expect(engine.devices(who, { key: unknown })).rejects.toMatchObject({ code: 'not_found' })
-      expect(await engine.deactivate(who, { key: unknown, device_fingerprint: fingerprint() })).toEqual({ deactivated: false, activations_used: 0, activation_limit: 0 })
+      await expect(engine.holders.devices(who, { key: unknown })).rejects.toMatchObject({ code: 'not_found' })
+      expect(await engine.holders.deactivate(who, { key: unknown, device_fingerprint: fingerprint() })).toEqual({ deactivated: false, activations_used: 0, activation_limit: 0 })
       // too short to be any key (Keyward's have 25 characters, imported ones 6 to 256): no lookup at all
-      await expect(engine.devices(who, { key: 'short' })).rejects.toMatchObject({ code: 'not_found' })
+      await expect(engine.holders.devices(who, { key: 'short' })).rejects.toMatchObject({ code: 'not_found' })
     }
     expect(db.count()).toBe(afterFirst)
 
     // another account's key, once this engine has read it: not this account's, no Postgres
-    await expect(engine.devices(who, { key: theirs.key.key_value })).rejects.toMatchObject({ code: 'not_found' })
+    await expect(engine.holders.devices(who, { key: theirs.key.key_value })).rejects.toMatchObject({ code: 'not_found' })
     const known = db.count()
     for (let i = 0; i < 10; i++) {
-      await expect(engine.devices(who, { key: theirs.key.key_value })).rejects.toMatchObject({ code: 'not_found' })
-      expect((await engine.deactivate(who, { key: theirs.key.key_value, device_fingerprint: fingerprint() })).deactivated).toBe(false)
+      await expect(engine.holders.devices(who, { key: theirs.key.key_value })).rejects.toMatchObject({ code: 'not_found' })
+      expect((await engine.holders.deactivate(who, { key: theirs.key.key_value, device_fingerprint: fingerprint() })).deactivated).toBe(false)
     }
     expect(db.count()).toBe(known)
     // this account's own key of another product: 404 from memory too; without product_id it is listed (from Postgres)
-    await expect(engine.devices(who, { key: mine.key.key_value, product_id: 'prod_other' })).rejects.toMatchObject({ code: 'not_found' })
+    await expect(engine.holders.devices(who, { key: mine.key.key_value, product_id: 'prod_other' })).rejects.toMatchObject({ code: 'not_found' })
     const own = db.count()
-    await expect(engine.devices(who, { key: mine.key.key_value, product_id: 'prod_other' })).rejects.toMatchObject({ code: 'not_found' })
+    await expect(engine.holders.devices(who, { key: mine.key.key_value, product_id: 'prod_other' })).rejects.toMatchObject({ code: 'not_found' })
     expect(db.count()).toBe(own)
-    expect((await engine.devices(who, { key: mine.key.key_value })).devices).toEqual([])
+    expect((await engine.holders.devices(who, { key: mine.key.key_value })).devices).toEqual([])
     expect(db.count()).toBeGreaterThan(own)
   } finally {
-    engine.close()
+    await engine.close()
   }
 })
 

@@ -2,9 +2,9 @@
 // for each entry, the bound, and that entries made stale by a change say so (their generation moved).
 import { expect, test } from 'bun:test'
 import { randomBytes } from 'node:crypto'
-import { NO_ENTITLEMENTS } from '../../src/modules/validation/key-row'
-import { KeyTable, type PackedRow } from '../../src/modules/validation/key-table'
-import { digestWords } from '../../src/modules/validation/packed-digests'
+import { NO_ENTITLEMENTS } from '../../src/modules/validation/hot/key-row'
+import { KeyTable, type PackedRow } from '../../src/modules/validation/hot/key-table'
+import { digestWords } from '../../src/modules/validation/hot/packed-digests'
 
 const fp = () => randomBytes(32).toString('hex')
 const digest = () => randomBytes(32).toString('base64')

@@ -3,7 +3,7 @@
 // in the node's own cache-lookup metric, never in time.
 import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
 import * as crypto from '../../src/infra/crypto'
-import { HotState } from '../../src/modules/validation/hot-state'
+import { HotState } from '../../src/modules/validation/hot/hot-state'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { fingerprint, keyRow as row, validate } from './support'
 

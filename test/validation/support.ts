@@ -2,7 +2,7 @@
 import type { Sql } from '../../src/infra/db'
 import type { Client, Harness } from '../support/harness'
 import { newKey, newProduct } from '../support/harness'
-import type { KeyRow } from '../../src/modules/validation/hot-state'
+import type { KeyRow } from '../../src/modules/validation/hot/hot-state'
 
 export { fingerprint } from '../support/harness'
 

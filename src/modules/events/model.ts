@@ -1,6 +1,5 @@
-import { Instant, q, t, Timestamp } from '../../http/schema'
-import { Actor } from '../webhooks/model'
-import { EVENT_TYPES } from './outbox'
+import { Instant, OneOf, q, t, Timestamp } from '../../http/schema'
+import { ACTOR_TYPES, EVENT_TYPES } from './outbox'
 
 export const ListEventsQuery = q.Object({
   type: q.Optional(q.Union(EVENT_TYPES.map((type) => q.Literal(type)), { description: 'Only events of this type' })),
@@ -13,6 +12,15 @@ export const ListEventsQuery = q.Object({
   page_size: q.Optional(q.Integer({ minimum: 1, maximum: 100, default: 20 })),
 })
 export type ListEventsQuery = typeof ListEventsQuery.static
+
+export const Actor = t.Object(
+  {
+    type: OneOf(ACTOR_TYPES),
+    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key, the connector (con_…) for type connector; null for the others' }),
+  },
+  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate), the system (expiry, inactivity release) or a payment connector (on its provider\'s webhook)' },
+)
+export type Actor = typeof Actor.static
 
 export const AuditEvent = t.Object({
   id: t.String({ examples: ['evt_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),

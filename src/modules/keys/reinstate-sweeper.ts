@@ -8,6 +8,7 @@
 // memory), so each committed batch is dropped from every node's memory through one bus message and
 // one wait, as any other write.
 import type { Deps } from '../../deps'
+import { drainBatches } from '../../infra/batches'
 import { KEYS_PER_MESSAGE } from '../../infra/bus'
 import { emit, SYSTEM } from '../events/outbox'
 import { findKeysByIds } from './repo'
@@ -16,8 +17,7 @@ const BATCH = Math.min(500, KEYS_PER_MESSAGE)
 
 /** One pass: reinstates every key whose suspended_until has come, in batches; returns how many. */
 export async function reinstateDueKeys(deps: Pick<Deps, 'sql' | 'bus'>, batch = BATCH): Promise<number> {
-  let total = 0
-  for (;;) {
+  const { handled } = await drainBatches(batch, async () => {
     const hashes = await deps.sql.begin(async (tx) => {
       const rows = await tx<{ id: string; key_hash: string }[]>`with due as (
           select id from license_keys where suspended_until <= now()
@@ -31,8 +31,8 @@ export async function reinstateDueKeys(deps: Pick<Deps, 'sql' | 'bus'>, batch = 
       }
       return rows.map((r) => r.key_hash)
     })
-    total += hashes.length
     if (hashes.length > 0) await deps.bus.publish({ kind: 'keys', keyHashes: hashes })
-    if (hashes.length < batch) return total
-  }
+    return hashes.length
+  })
+  return handled
 }

@@ -8,7 +8,7 @@
 import type { Bus } from '../../infra/bus'
 import { keyPrefixOf, pendingKeyHash, portableKeyHash, scopedKeyHash, sha256Hex } from '../../infra/crypto'
 import type { Sql } from '../../infra/db'
-import { hotKeyOf, keyHashOf, type HotState, type KeyState } from './hot-state'
+import { hotKeyOf, keyHashOf, type HotState, type KeyState } from './hot/hot-state'
 
 export interface Found {
   hotKey: string

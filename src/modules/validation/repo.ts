@@ -1,8 +1,8 @@
 import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
-import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot-state'
-import { NO_ENTITLEMENTS } from './key-row'
+import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot/hot-state'
+import { NO_ENTITLEMENTS } from './hot/key-row'
 
 type StateRow = {
   account_id: string

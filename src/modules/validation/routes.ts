@@ -33,7 +33,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           ...SIGNED,
         },
       })
-      .post('/v1/deactivate', ({ principal, body }) => engine.deactivate(principal, body), {
+      .post('/v1/deactivate', ({ principal, body }) => engine.holders.deactivate(principal, body), {
         auth: 'validate',
         body: DeactivateBody,
         response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody(), ...problems(409, 429) },
@@ -48,7 +48,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           ...SIGNED,
         },
       })
-      .post('/v1/devices', ({ principal, body }) => engine.devices(principal, body), {
+      .post('/v1/devices', ({ principal, body }) => engine.holders.devices(principal, body), {
         auth: 'validate',
         body: DevicesBody,
         response: { 200: DevicesAnswer, ...behindAuth(), ...withBody(), ...problems(404, 429) },

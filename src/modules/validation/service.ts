@@ -1,27 +1,29 @@
-// The validation engine: the contract's decision order over the hot state; the holder's routes
-// (deactivate, devices) answered from it when the key is unknown. Seat changes themselves (a new
-// device's claim, a holder's release) are the activations module's (modules/activations/service.ts):
-// this engine decides the answer and calls it. Refusals are answers (values); exceptions are for
-// failed requests (429, 503 when Postgres is needed and down).
+// The validation engine: the contract's decision order over the hot state. Each call's facts travel
+// as one record (check.ts) and each answer is counted once, by `answered`: the analytics counts and the
+// node's metric. Seat changes themselves (a new device's claim) are the activations module's
+// (modules/activations/service.ts): this engine decides the answer and calls it; the holder's routes
+// (deactivate, devices) are holders.ts, on the engine's hot state. Refusals are answers (values);
+// exceptions are for failed requests (429, 503 when Postgres is needed and down). The engine owns
+// what it batches: `flush` writes it, `close` gives everything back.
 import type { Deps } from '../../deps'
 import { AppError } from '../../core/errors'
 import { secondsToUtcMidnight } from '../../infra/counters'
 import { portableKeyHash } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
-import { TokenBuckets } from '../../infra/token-buckets'
 import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
 import { DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
-import { missingEntitlements, type Entitlements } from '../../core/entitlements'
-import { claimSeat, releaseByHolder } from '../activations/service'
-import { listDevices } from './devices'
-import { applyPolicy, deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyRef, type KeyState } from './hot-state'
+import { missingEntitlements } from '../../core/entitlements'
+import { claimSeat } from '../activations/service'
+import { Check, countryOf } from './check'
+import { Holders } from './holders'
+import { applyPolicy, deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyRef, type KeyState } from './hot/hot-state'
 import { ImportedLookup, type Found } from './imported'
 import { PolicyCache } from './policy-cache'
 import { LastSeenWriter } from './last-seen'
-import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody, Reason, ValidateAnswer, ValidateBody } from './model'
+import type { Reason, ValidateAnswer, ValidateBody } from './model'
 import { loadKeyState } from './repo'
 import { CreditLeases } from '../credits/leases'
 import type { CreditLimiter, Spent, SpentFrom } from '../credits/model'
@@ -31,25 +33,11 @@ import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from '
 /** Key value as sent → its hot-state key and the entry's object last answered, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
 
-function rateLimited(limit: number | null): AppError {
-  validateOutcomes.rate_limited.inc()
-  return new AppError('rate_limited', `This account's daily limit of ${limit} validate calls is reached`, {
-    retryAfter: secondsToUtcMidnight(),
-  })
-}
-
-/** The node's metric for a refusal, and its frozen answer (the analytics are `recordRefusal`'s). */
-function countedRefusal(reason: Reason): ValidateAnswer {
-  validateOutcomes[reason].inc()
-  return REFUSED[reason]
-}
-
-/**
- * The country a door read from the request's country header (COUNTRY_HEADER), when it is two letters
- * (upper-cased); anything else is not recorded. Only a new device's activation stores it.
- */
-function countryOf(value: string | null): string | null {
-  return value !== null && /^[A-Za-z]{2}$/.test(value) ? value.toUpperCase() : null
+/** A metered key's spending set aside for a new device: given back when the activation is refused. */
+interface SetAside {
+  cost: number
+  remaining: number | null
+  from?: SpentFrom
 }
 
 export class ValidationEngine {
@@ -57,16 +45,19 @@ export class ValidationEngine {
   /** Policies by id, beside the hot keys (policy-cache.ts). */
   readonly policies: PolicyCache
   readonly lastSeen: LastSeenWriter
-  /** Answers by account, product, outcome and day, for the analytics (written by the flush job). */
-  readonly outcomes: ValidationCounts
-  /** Metered keys' credits, spent from this node's leases (credits/leases.ts). */
+  /** The license holder's routes (POST /v1/devices, /v1/deactivate) on this engine's hot state. */
+  readonly holders: Holders
+  /** Answers by account, product, outcome and day, for the analytics (written by `flush`). */
+  private outcomes: ValidationCounts
+  /** This node's leases of metered keys' credits (credits/leases.ts), behind the limiter interface; written and given back by `flush` and `close`. */
   readonly credits: CreditLimiter
   /** Only values that can be keys are remembered (a guess that cannot be a key costs no memory). */
   private keyValues = new DigestMemo<KeyRef>(KNOWN_KEY_VALUES)
   /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
   private imported: ImportedLookup
-  /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
-  private holderCalls: TokenBuckets
+  /** The facts of the call deciding now, reused call after call (check.ts: a decision that waits takes a copy). */
+  private check = new Check()
+  private unbarrier: () => void
 
   constructor(private deps: Deps) {
     const { config, sql, bus } = deps
@@ -90,45 +81,45 @@ export class ValidationEngine {
     this.outcomes = new ValidationCounts(sql)
     this.imported = new ImportedLookup(this.hot, sql, bus)
     this.credits = new CreditLeases(sql, bus, { refOf: hotKeyOf, hashOf: keyHashOf }, findKey, deps.log)
-    this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
+    this.holders = new Holders(deps, this.hot, this.imported, this.lastSeen)
+    // Before an inactivity release judges a device idle, every node writes the last-seen times it
+    // batches (modules/activations/inactivity-release.ts).
+    this.unbarrier = bus.onBarrier(() => this.lastSeen.flush())
   }
 
-  /** A refusal, recorded for the analytics (`productId` NO_PRODUCT when it belongs to none) and the metric. */
-  private recordRefusal(accountId: string, productId: string, reason: Reason, now: number): ValidateAnswer {
-    this.outcomes.record(accountId, productId, OUTCOME[reason], now)
-    return countedRefusal(reason)
+  /**
+   * The one place an answer is counted: the analytics (per account, product and day, written by
+   * `flush`) and the node's metric (folded in at scrape time, infra/metrics.ts).
+   */
+  private answered(check: Check, outcome: number): void {
+    this.outcomes.record(check.account, check.product, outcome, check.now)
+    validateOutcomes[outcome]!++
+  }
+
+  /** A refusal: counted, and its frozen answer. */
+  private refuse(check: Check, reason: Reason): ValidateAnswer {
+    this.answered(check, OUTCOME[reason])
+    return REFUSED[reason]
+  }
+
+  /** The daily quota is reached: counted (under no product), and the 429. */
+  private limited(check: Check, limit: number | null): AppError {
+    this.answered(check, OUTCOME.rate_limited)
+    return new AppError('rate_limited', `This account's daily limit of ${limit} validate calls is reached`, {
+      retryAfter: secondsToUtcMidnight(),
+    })
   }
 
   /** entitlements_missing: a refusal that names the codes, so it is built per answer. */
-  private lacking(accountId: string, productId: string, missing: string[], now: number): ValidateAnswer {
-    this.outcomes.record(accountId, productId, OUTCOME.entitlements_missing, now)
-    validateOutcomes.entitlements_missing.inc()
+  private lacking(check: Check, missing: string[]): ValidateAnswer {
+    this.answered(check, OUTCOME.entitlements_missing)
     return { valid: false, reason: 'entitlements_missing', missing }
   }
 
   /** credits_exhausted: the balance left and the next refill, built per answer. */
-  private exhausted(accountId: string, productId: string, spent: Spent & { ok: false }, now: number): ValidateAnswer {
-    this.outcomes.record(accountId, productId, OUTCOME.credits_exhausted, now)
-    validateOutcomes.credits_exhausted.inc()
+  private exhausted(check: Check, spent: Spent & { ok: false }): ValidateAnswer {
+    this.answered(check, OUTCOME.credits_exhausted)
     return { valid: false, reason: 'credits_exhausted', credits_remaining: spent.remaining, refills_at: spent.refillsAt }
-  }
-
-  /** A known device's valid answer for a metered key: its cost spent, or credits_exhausted. */
-  private metered(who: Principal, body: ValidateBody, hotKey: string, state: KeyState, now: number): ValidateAnswer | Promise<ValidateAnswer> {
-    const spent = this.credits.spend(hotKey, state.accountId, state.productId, body.cost ?? 1, now)
-    const answer = (s: Spent, at: number): ValidateAnswer => {
-      if (!s.ok) return this.exhausted(who.accountId, state.productId, s, at)
-      this.lastSeen.record(hotKey, body.device_fingerprint.toLowerCase(), body.app_version ?? null, at, body.device_name)
-      this.outcomes.record(who.accountId, state.productId, OUTCOME.valid, at)
-      validateOutcomes.valid.inc()
-      return validAnswer(state, deviceCount(state), at, s.remaining) // built per answer: the balance moves
-    }
-    return spent instanceof Promise ? spent.then((s) => answer(s, Date.now())) : answer(spent, now)
-  }
-
-  private limited(accountId: string, limit: number | null, now: number): AppError {
-    this.outcomes.record(accountId, NO_PRODUCT, OUTCOME.rate_limited, now)
-    return rateLimited(limit)
   }
 
   /**
@@ -142,37 +133,43 @@ export class ValidationEngine {
     // Every call that passed request validation counts, valid or not; a refused (429) call does not.
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
     const taken = this.deps.counters.take(who.accountId, limit, now)
-    if (taken === true) return this.decide(who, body, country, now)
-    if (taken === false) throw this.limited(who.accountId, limit, now)
+    if (taken === true) return this.decide(this.check.start(who, body, country, now))
+    if (taken === false) throw this.limited(this.check.start(who, body, country, now), limit)
     return taken.then((ok) => {
-      if (!ok) throw this.limited(who.accountId, limit, Date.now())
-      return this.decide(who, body, country, Date.now())
+      const check = new Check().start(who, body, country, Date.now())
+      if (!ok) throw this.limited(check, limit)
+      return this.decide(check)
     })
   }
 
-  private decide(who: Principal, body: ValidateBody, country: string | null, now: number): ValidateAnswer | Promise<ValidateAnswer> {
-    let ref = this.keyValues.get(body.key)
+  private decide(check: Check): ValidateAnswer | Promise<ValidateAnswer> {
+    const value = check.body.key
+    let ref = this.keyValues.get(value)
     if (ref === undefined) {
       // Keyward's format in its forgiving form, else an imported value exactly as typed (trimmed).
-      const portable = portableKeyHash(body.key, 'base64')
-      if (portable === null) return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', now)
+      const portable = portableKeyHash(value, 'base64')
+      if (portable === null) return this.refuse(check, 'not_found')
       ref = { hotKey: portable, view: null }
-      this.keyValues.set(body.key, ref)
+      this.keyValues.set(value, ref)
     }
-    const hotKey = ref.hotKey
-    const state = this.hot.getRef(ref, now)
-    if (state instanceof Promise) return state.then((s) => this.withPolicy(who, body, country, hotKey, s, Date.now()))
-    return this.withPolicy(who, body, country, hotKey, state, now)
+    check.hotKey = ref.hotKey
+    const state = this.hot.getRef(ref, check.now)
+    if (state instanceof Promise) {
+      const held = check.held()
+      return state.then((s) => this.withPolicy(held.at(Date.now()), s))
+    }
+    return this.withPolicy(check, state)
   }
 
   /** A key with a policy answers with the policy's current terms merged under its own (memory, as the key). */
-  private withPolicy(who: Principal, body: ValidateBody, country: string | null, hotKey: string, state: KeyState | null, now: number) {
-    if (state === null || state.policyId === null) return this.decideWith(who, body, country, hotKey, state, now)
-    const policy = this.policies.get(state.policyId, now)
+  private withPolicy(check: Check, state: KeyState | null): ValidateAnswer | Promise<ValidateAnswer> {
+    if (state === null || state.policyId === null) return this.decideWith(check, state)
+    const policy = this.policies.get(state.policyId, check.now)
     if (policy instanceof Promise) {
-      return policy.then((p) => this.decideWith(who, body, country, hotKey, applyPolicy(state, p), Date.now()))
+      const held = check.held()
+      return policy.then((p) => this.decideWith(held.at(Date.now()), applyPolicy(state, p)))
     }
-    return this.decideWith(who, body, country, hotKey, applyPolicy(state, policy), now)
+    return this.decideWith(check, applyPolicy(state, policy))
   }
 
   /**
@@ -180,46 +177,56 @@ export class ValidationEngine {
    * entitlements_missing, then the device (held slot; new device: device_already_used, free slot or
    * activation_limit). Metered keys' credits_exhausted comes last, after the slot decision.
    */
-  private decideWith(
-    who: Principal,
-    body: ValidateBody,
-    country: string | null,
-    hotKey: string,
-    state: KeyState | null,
-    now: number,
-  ): ValidateAnswer | Promise<ValidateAnswer> {
-    const account = who.accountId
-    if (state === null || state.accountId !== account) return this.lookFurther(who, body, country, hotKey, now)
-    if (body.product_id != null && body.product_id !== state.productId) return this.recordRefusal(account, NO_PRODUCT, 'not_found', now)
-    if (state.status === 'revoked') return this.recordRefusal(account, state.productId, 'revoked', now)
-    if (state.status === 'suspended') return this.recordRefusal(account, state.productId, 'suspended', now)
-    if (expiryRefused(state, now)) return this.recordRefusal(account, state.productId, 'expired', now)
+  private decideWith(check: Check, state: KeyState | null): ValidateAnswer | Promise<ValidateAnswer> {
+    if (state === null || state.accountId !== check.account) return this.lookFurther(check)
+    const { body, now } = check
+    if (body.product_id != null && body.product_id !== state.productId) return this.refuse(check, 'not_found')
+    check.product = state.productId
+    if (state.status === 'revoked') return this.refuse(check, 'revoked')
+    if (state.status === 'suspended') return this.refuse(check, 'suspended')
+    if (expiryRefused(state, now)) return this.refuse(check, 'expired')
     if (body.require_entitlements !== undefined) {
       const missing = missingEntitlements(state.entitlements, body.require_entitlements)
-      if (missing.length > 0) return this.lacking(account, state.productId, missing, now)
+      if (missing.length > 0) return this.lacking(check, missing)
     }
 
-    const fingerprint = body.device_fingerprint.toLowerCase()
-    const appVersion = body.app_version ?? null
+    const fingerprint = (check.fingerprint = body.device_fingerprint.toLowerCase())
     if (hasDevice(state, fingerprint)) {
-      if (state.metered) return this.metered(who, body, hotKey, state, now)
-      this.lastSeen.record(hotKey, fingerprint, appVersion, now, body.device_name)
-      this.outcomes.record(account, state.productId, OUTCOME.valid, now)
-      validateOutcomes.valid.inc()
+      if (state.metered) return this.metered(check, state)
+      this.lastSeen.record(check.hotKey, fingerprint, body.app_version ?? null, now, body.device_name)
+      this.answered(check, OUTCOME.valid)
       return validAnswerOf(state, deviceCount(state), now)
     }
     // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
-    if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.recordRefusal(account, state.productId, 'activation_limit', now)
-    const device = { fingerprint, appVersion, country: countryOf(country), name: body.device_name ?? null }
-    if (!state.metered) return this.activate(who, hotKey, state, device, null)
+    if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.refuse(check, 'activation_limit')
+    const held = check.held() // the claim waits on Postgres
+    if (!state.metered) return this.activate(held, state, null)
     // A metered key's new device: the cost is set aside first (credits_exhausted records no
     // activation), and given back when the activation is refused after all.
     const cost = body.cost ?? 1
-    const spent = this.credits.spend(hotKey, state.accountId, state.productId, cost, now)
+    const spent = this.credits.spend(check.hotKey, state.accountId, state.productId, cost, now)
     const then = (s: Spent): ValidateAnswer | Promise<ValidateAnswer> =>
-      s.ok ? this.activate(who, hotKey, state, device, { cost, remaining: s.remaining, from: s.from }) : this.exhausted(account, state.productId, s, Date.now())
+      s.ok ? this.activate(held, state, { cost, remaining: s.remaining, from: s.from }) : this.exhausted(held.at(Date.now()), s)
     return spent instanceof Promise ? spent.then(then) : then(spent)
+  }
+
+  /** A known device's valid answer for a metered key: its cost spent, or credits_exhausted. */
+  private metered(check: Check, state: KeyState): ValidateAnswer | Promise<ValidateAnswer> {
+    const spent = this.credits.spend(check.hotKey, state.accountId, state.productId, check.body.cost ?? 1, check.now)
+    if (spent instanceof Promise) {
+      const held = check.held()
+      return spent.then((s) => this.spent(held.at(Date.now()), state, s))
+    }
+    return this.spent(check, state, spent)
+  }
+
+  private spent(check: Check, state: KeyState, s: Spent): ValidateAnswer {
+    if (!s.ok) return this.exhausted(check, s)
+    const { body, now } = check
+    this.lastSeen.record(check.hotKey, check.fingerprint, body.app_version ?? null, now, body.device_name)
+    this.answered(check, OUTCOME.valid)
+    return validAnswer(state, deviceCount(state), now, s.remaining) // built per answer: the balance moves
   }
 
   /**
@@ -227,47 +234,53 @@ export class ValidationEngine {
    * then the decision as for any key. Synchronous when memory answers (a repeated unknown value is
    * negative entries only), so a flood of guesses costs no promise.
    */
-  private lookFurther(who: Principal, body: ValidateBody, country: string | null, portableHot: string, now: number) {
-    const found = this.imported.find(who.accountId, body.key, portableHot, now)
-    const decide = (f: Found | null, at: number): ValidateAnswer | Promise<ValidateAnswer> =>
-      f === null ? this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', at) : this.withPolicy(who, body, country, f.hotKey, f.state, at)
-    return found instanceof Promise ? found.then((f) => decide(f, Date.now())) : decide(found, now)
+  private lookFurther(check: Check): ValidateAnswer | Promise<ValidateAnswer> {
+    const found = this.imported.find(check.account, check.body.key, check.hotKey, check.now)
+    if (found instanceof Promise) {
+      const held = check.held()
+      return found.then((f) => this.foundImported(held.at(Date.now()), f))
+    }
+    return this.foundImported(check, found)
   }
 
-  /** A device new to this node: the slot decision in Postgres, under the key row lock. */
-  private async activate(
-    who: Principal,
-    hotKey: string,
-    cached: KeyState,
-    device: { fingerprint: string; appVersion: string | null; country: string | null; name: string | null },
-    credits: { cost: number; remaining: number | null; from?: SpentFrom } | null,
-  ): Promise<ValidateAnswer> {
-    const { fingerprint, appVersion } = device
+  private foundImported(check: Check, found: Found | null): ValidateAnswer | Promise<ValidateAnswer> {
+    if (found === null) return this.refuse(check, 'not_found')
+    check.hotKey = found.hotKey
+    return this.withPolicy(check, found.state)
+  }
+
+  /** A device new to this node: the slot decision in Postgres, under the key row lock. `check`: held (its own). */
+  private async activate(check: Check, cached: KeyState, credits: SetAside | null): Promise<ValidateAnswer> {
+    const { hotKey, fingerprint, body } = check
+    const appVersion = body.app_version ?? null
+    const device = { fingerprint, appVersion, country: countryOf(check.country), name: body.device_name ?? null }
     let result: Awaited<ReturnType<typeof claimSeat>>
     try {
-      result = await claimSeat(this.deps, who.accountId, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
+      result = await claimSeat(this.deps, check.account, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
     } catch (err) {
       if (credits) this.credits.refund(credits.from, credits.cost)
       throw err
     }
     if (credits && result.kind !== 'existing' && result.kind !== 'created') this.credits.refund(credits.from, credits.cost)
+    check.now = Date.now()
     switch (result.kind) {
       case 'not_found':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return this.recordRefusal(who.accountId, NO_PRODUCT, 'not_found', Date.now())
+        check.product = NO_PRODUCT
+        return this.refuse(check, 'not_found')
       case 'revoked':
       case 'suspended':
       case 'expired':
         this.hot.invalidate(hotKey) // memory was behind Postgres
-        return this.recordRefusal(who.accountId, cached.productId, result.kind, Date.now())
+        return this.refuse(check, result.kind)
       case 'limit':
         if (deviceCount(cached) < cached.limit) this.hot.invalidate(hotKey)
-        return this.recordRefusal(who.accountId, cached.productId, 'activation_limit', Date.now())
+        return this.refuse(check, 'activation_limit')
       case 'device_used':
-        return this.recordRefusal(who.accountId, cached.productId, 'device_already_used', Date.now())
+        return this.refuse(check, 'device_already_used')
       case 'existing':
         this.hot.addDevice(hotKey, fingerprint)
-        this.lastSeen.record(hotKey, fingerprint, appVersion, Date.now(), device.name ?? undefined)
+        this.lastSeen.record(hotKey, fingerprint, appVersion, check.now, device.name ?? undefined)
         break
       case 'created':
         // claimSeat announced it to every node (this one included); an update left from the device's
@@ -279,8 +292,8 @@ export class ValidationEngine {
         break
     }
     const { key } = result
-    const now = Date.now()
-    this.outcomes.record(who.accountId, key.product_id, OUTCOME.valid, now)
+    check.product = key.product_id
+    this.answered(check, OUTCOME.valid)
     const terms: Terms = {
       policyId: key.policy_id,
       plan: key.plan,
@@ -290,61 +303,33 @@ export class ValidationEngine {
       graceMs: key.grace_seconds * 1000,
       keep: key.after_expiry === 'keep',
     }
-    validateOutcomes.valid.inc()
-    return validAnswer(terms, result.activeCount, now, credits ? credits.remaining : null)
+    return validAnswer(terms, result.activeCount, check.now, credits ? credits.remaining : null)
   }
 
   /**
-   * The holder's routes (deactivate, devices) cost Postgres work: each call takes a token of the
-   * account's bucket on this node (429 `rate_limited` past it, like validate's), and a key this node
-   * knows not to exist in the account (the hot state, its negative entries included) is answered
-   * without Postgres. Returns the key's hash, or null for an unknown key (or another product's).
+   * Writes what the engine batches: the last-seen times, the answers' counts and the credit leases'
+   * state (idle leases go back). Each keeps what it could not write for the next flush, and one's
+   * failure does not hold the others back; the returned promise rejects naming what failed.
    */
-  private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
-    const now = Date.now()
-    const wait = this.holderCalls.take(who.accountId, now)
-    if (wait > 0) {
-      throw new AppError('rate_limited', "This account's calls to /v1/devices and /v1/deactivate are over their rate on this node; retry shortly", {
-        retryAfter: Math.max(1, Math.ceil(wait / 1000)),
-      })
-    }
-    let hotKey = portableKeyHash(key, 'base64')
-    if (hotKey === null) return null
-    let state = this.hot.get(hotKey, now)
-    if (state instanceof Promise) state = await state
-    if (state === null || state.accountId !== who.accountId) {
-      const found = await this.imported.find(who.accountId, key, hotKey, Date.now())
-      if (found === null) return null
-      ;({ hotKey, state } = found)
-    }
-    if (productId != null && productId !== state.productId) return null
-    return keyHashOf(hotKey)
+  async flush(): Promise<void> {
+    const parts = ['last-seen', 'validation outcomes', 'credit leases'] as const
+    const settled = await Promise.allSettled([this.lastSeen.flush(), this.outcomes.flush(), this.credits.flush()])
+    const failed = settled.flatMap((r, i) => (r.status === 'rejected' ? [`${parts[i]}: ${String(r.reason)}`] : []))
+    if (failed.length > 0) throw new Error(`flush failed (${failed.join('; ')})`)
   }
 
   /**
-   * POST /v1/deactivate: the key's holder releases one of its devices (activations/service.ts,
-   * releaseByHolder); a device holding no slot, or an unknown key, is `deactivated: false`.
+   * Shutdown: what is batched is written, the credit leases' unspent credits go back to their keys'
+   * records (a node killed instead strands them: docs/architecture.md, "Metered keys"), and the
+   * caches stop listening to the bus. Failures are logged, not thrown: the node stops either way.
    */
-  async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
-    const keyHash = await this.holderKey(who, body.key, null)
-    const result = keyHash === null ? null : await releaseByHolder(this.deps, who.accountId, keyHash, body.device_fingerprint.toLowerCase())
-    if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
-    return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
-  }
-
-  /** POST /v1/devices: the key's active devices (devices.ts); an unknown key (or another product's) is 404. */
-  async devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
-    const keyHash = await this.holderKey(who, body.key, body.product_id)
-    return listDevices(this.deps, this.lastSeen, who, keyHash, body.product_id)
-  }
-
-  flush(): Promise<void> {
-    return this.lastSeen.flush()
-  }
-
-  close() {
+  async close(): Promise<void> {
+    this.unbarrier()
+    const log = this.deps.log
+    await this.lastSeen.flush().catch((err) => log.warn({ err: String(err) }, 'last-seen flush at shutdown failed'))
+    await this.outcomes.flush().catch((err) => log.warn({ err: String(err) }, 'validation outcome flush at shutdown failed'))
+    await this.credits.close().catch((err) => log.warn({ err: String(err) }, 'credit lease return at shutdown failed'))
     this.hot.close()
-    this.credits.close().catch(() => {})
     this.policies.close()
   }
 }

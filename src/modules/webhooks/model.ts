@@ -3,7 +3,8 @@ import { Policy } from '../policies/model'
 import { OneOf, t, Timestamp } from '../../http/schema'
 import { PlanName } from '../accounts/model'
 import { ApiKey } from '../api-keys/model'
-import { ACTOR_TYPES, EVENT_TYPES, type EventType } from '../events/outbox'
+import { Actor } from '../events/model'
+import { EVENT_TYPES, type EventType } from '../events/outbox'
 import { Activation } from '../activations/model'
 import { Key } from '../keys/model'
 import { Product } from '../products/model'
@@ -108,15 +109,6 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
     description: 'A validate spent the key\'s last credits (credits.remaining 0): sent once, not again until the balance was above 0 in between (actor device)',
   }),
 }
-
-export const Actor = t.Object(
-  {
-    type: OneOf(ACTOR_TYPES),
-    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key, the connector (con_…) for type connector; null for the others' }),
-  },
-  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate), the system (expiry, inactivity release) or a payment connector (on its provider\'s webhook)' },
-)
-export type Actor = typeof Actor.static
 
 export const eventBody = (type: EventType) =>
   t.Object({

@@ -10,7 +10,8 @@ import type { AuditEvent, EventPage } from '../../../modules/events/model'
 import type { Key } from '../../../modules/keys/model'
 import type { Product } from '../../../modules/products/model'
 import type { Policy } from '../../../modules/policies/model'
-import type { ActivationEventData, Actor, PlanChangedData, Webhook } from '../../../modules/webhooks/model'
+import type { Actor } from '../../../modules/events/model'
+import type { ActivationEventData, PlanChangedData, Webhook } from '../../../modules/webhooks/model'
 
 const PAGE_SIZE = 25
 const TYPES = [...EVENT_TYPES].sort()

@@ -5,7 +5,7 @@
 // no Map entry per key. A fingerprint that is not 64 lower-case hex characters (the schema admits no
 // other, so only old or hand-written rows) cannot be packed: such a key keeps its whole list as
 // strings, in a Map by entry.
-import { resized } from '../../infra/typed-arrays'
+import { resized } from './typed-arrays'
 import { DeviceArena } from './device-arena'
 import { packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
 

@@ -16,14 +16,14 @@
 // - Bounded: at most `maxKeys` known keys, evicted in approximate LRU order (CLOCK: a hit sets a bit,
 //   eviction gives a set bit one more round), so a hit costs one write into a typed array.
 // - Negative entries remember unknown hashes, so guessing costs a guesser one query per value per TTL,
-//   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, infra/absent-keys.ts):
+//   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
-import { mergeEntitlements } from '../../core/entitlements'
-import type { PolicyTerms } from './policy-cache'
-import type { Bus } from '../../infra/bus'
-import { AbsentKeys } from '../../infra/absent-keys'
-import { cacheLookupResults } from '../../infra/metrics'
-import { FRESH, ReadThroughCache } from '../../infra/read-through-cache'
+import { mergeEntitlements } from '../../../core/entitlements'
+import type { PolicyTerms } from '../policy-cache'
+import type { Bus } from '../../../infra/bus'
+import { AbsentKeys } from './absent-keys'
+import { cacheLookupResults } from '../../../infra/metrics'
+import { FRESH, ReadThroughCache } from '../../../infra/read-through-cache'
 import { KeyTable, type PackedRow } from './key-table'
 import type { KeyRow } from './key-row'
 

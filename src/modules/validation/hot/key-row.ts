@@ -1,6 +1,6 @@
 // What the hot state holds about one key, as read from Postgres (repo.ts loadKeyState): the row type
 // shared by the hot state (hot-state.ts) and its packed storage (key-table.ts).
-import type { Entitlements, OwnEntitlements } from '../../core/entitlements'
+import type { Entitlements, OwnEntitlements } from '../../../core/entitlements'
 
 export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
 

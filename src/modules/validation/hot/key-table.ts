@@ -21,10 +21,10 @@
 // - A generation per entry, bumped whenever the entry is freed or changed, tells holders of an object
 //   made from it (hot-state.ts) that it is out of date.
 import { randomBytes } from 'node:crypto'
-import type { Entitlements } from '../../core/entitlements'
-import { StringIds } from '../../infra/string-ids'
+import type { Entitlements } from '../../../core/entitlements'
+import { StringIds } from './string-ids'
 import { NO_ENTITLEMENTS, type KeyRow, type KeyStatus, type OwnTerms } from './key-row'
-import { resized } from '../../infra/typed-arrays'
+import { resized } from './typed-arrays'
 import { EntryDevices } from './key-devices'
 import { digestWords } from './packed-digests'
 

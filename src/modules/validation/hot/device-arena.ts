@@ -7,7 +7,7 @@
 // - A chunk that fills up moves to one of the next class; freed chunks wait in a list per class and
 //   are reused first, so churn does not grow the arena.
 // - The arena doubles when full (a copy: it holds only the rare extra devices).
-import { resized } from '../../infra/typed-arrays'
+import { resized } from './typed-arrays'
 import { packFingerprint, samePackedFingerprint, unpackFingerprint } from './packed-digests'
 
 const packed = new Uint8Array(32)
