@@ -1,6 +1,7 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
+import { overridesOf, type OwnSettings } from '../../core/key-settings'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, type CreditsColumns } from './credits-repo'
@@ -42,19 +43,17 @@ type Row = CreditsColumns & {
   own_entitlements: Record<string, true | number | string | null>
 }
 
-/** What a key with a policy sets itself (`{}` for a key without one: every value is its own). */
-function overridesOf(r: Row): Record<string, unknown> {
-  if (r.policy_id === null) return {}
-  const o: Record<string, unknown> = {}
-  if (r.own_fields.includes('plan')) o.plan = r.own_plan
-  if (r.own_fields.includes('activation_limit')) o.activation_limit = r.own_activation_limit
-  if (r.own_fields.includes('release_after_seconds')) o.release_after_seconds = r.own_release_after_seconds
-  if (r.own_fields.includes('deactivations_allowed')) o.deactivations_allowed = r.own_deactivations_allowed
-  if (r.own_grace_seconds !== null) o.grace_seconds = r.own_grace_seconds
-  if (r.own_after_expiry !== null) o.after_expiry = r.own_after_expiry
-  if (Object.keys(r.own_entitlements).length > 0) o.entitlements = r.own_entitlements
-  return o
-}
+/** The key's own columns, in the shape core/key-settings.ts reads. */
+const ownOf = (r: Row): OwnSettings => ({
+  own_fields: r.own_fields,
+  plan: r.own_plan,
+  activation_limit: r.own_activation_limit,
+  release_after_seconds: r.own_release_after_seconds,
+  deactivations_allowed: r.own_deactivations_allowed,
+  grace_seconds: r.own_grace_seconds,
+  after_expiry: r.own_after_expiry,
+  entitlements: r.own_entitlements,
+})
 
 export const toKey = (r: Row): Key => ({
   id: r.id,
@@ -80,7 +79,7 @@ export const toKey = (r: Row): Key => ({
   after_expiry: r.after_expiry,
   policy_id: r.policy_id,
   external_id: r.external_id,
-  overrides: overridesOf(r),
+  overrides: overridesOf(ownOf(r), r.policy_id !== null),
   expiry_pending: r.expiry_pending,
   credits: creditsView(r),
 })
