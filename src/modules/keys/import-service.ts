@@ -10,6 +10,7 @@ import { addPeriod, parsePeriod } from '../../core/durations'
 import { emit, type Actor } from '../events/outbox'
 import { parseRows, type ImportFormat } from './import-parse'
 import { checkRow, type CheckedRow } from './import-rows'
+import { SETTING_DEFAULTS } from '../../core/key-settings'
 import * as repo from './import-repo'
 
 export interface ImportAnswer {
@@ -137,7 +138,7 @@ export async function importKeys(
           key_prefix: r.keyPrefix,
           external_id: r.externalId,
           plan: r.plan,
-          activation_limit: r.activationLimit ?? policy?.activation_limit ?? 3,
+          activation_limit: r.activationLimit ?? policy?.activation_limit ?? SETTING_DEFAULTS.activation_limit,
           expires_at: expiresAt?.toISOString() ?? null,
           status: r.status === 'revoked' ? 'revoked' : 'active',
           revoked_at: r.status === 'revoked' ? now.toISOString() : null,

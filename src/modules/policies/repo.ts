@@ -2,7 +2,7 @@ import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import type { RefillRule } from '../../core/credits'
-import { KEY_SETTINGS } from '../../core/key-settings'
+import { KEY_SETTINGS, type SettingValues } from '../../core/key-settings'
 import type { Policy } from './model'
 
 type Row = Omit<Policy, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date }
@@ -14,18 +14,13 @@ const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, p.plan, p.act
   p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.credits, p.metadata,
   (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
 
-/** The settings a policy gives its keys (what validate and the key object merge). */
-export interface PolicySettings {
-  plan: string | null
-  activation_limit: number
+/**
+ * The settings a policy gives its keys (what validate and the key object merge): the inherited ones of
+ * core/key-settings.ts, and the term its new keys start with.
+ */
+export interface PolicySettings extends SettingValues {
   duration: string | null
   expiry_basis: 'creation' | 'first_activation'
-  one_key_per_device: boolean
-  grace_seconds: number
-  after_expiry: 'refuse' | 'keep'
-  release_after_seconds: number | null
-  deactivations_allowed: number | null
-  entitlements: Record<string, true | number | string>
 }
 
 export interface PolicyWrite extends PolicySettings {
