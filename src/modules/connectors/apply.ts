@@ -152,13 +152,17 @@ async function renew(tx: Tx, ctx: ApplyContext, actor: Actor, keyIds: string[], 
       hashes.push(touched.keyHash)
     }
   }
-  const also = refusedPart(refused)
-  if (changed.length === 0) return ignored(refused.length > 0 ? also.slice(2) : `already up to date: ${keyIds.join(', ')}`)
-  return done(`renewed ${changed.join(', ')}${periodEnd ? ` to ${periodEnd.toISOString()}` : ''}${also}`, changed, hashes)
+  const rest = keyIds.filter((id) => !changed.includes(id) && !refused.includes(id))
+  const parts = [...(rest.length > 0 ? [`already up to date: ${rest.join(', ')}`] : []), ...refusedPart(refused)]
+  if (changed.length === 0) return ignored(parts.join('; '))
+  return done([`renewed ${changed.join(', ')}${periodEnd ? ` to ${periodEnd.toISOString()}` : ''}`, ...refusedPart(refused)].join('; '), changed, hashes)
 }
 
-/** The refused keys named for the inbox (the console shows the detail): "; not changed, revoked: key_…". */
-const refusedPart = (ids: string[]) => (ids.length === 0 ? '' : `; not changed, revoked (revoking is final): ${ids.join(', ')}`)
+/**
+ * The keys a change was refused for, named in the inbox's detail (the console shows it): a revoked key
+ * is never brought back or changed by a provider's event (docs/decisions.md, docs/payments.md).
+ */
+const refusedPart = (ids: string[]) => (ids.length === 0 ? [] : [`not changed, revoked (revoking is final): ${ids.join(', ')}`])
 
 type Lifecycle = Extract<Intent, { kind: 'suspend' | 'reinstate' | 'end' | 'revoke' }>
 
@@ -189,10 +193,10 @@ async function change(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Lifecycle
     changed.push(id)
     hashes.push(done.keyHash)
   }
-  const also = refusedPart(refused)
-  if (changed.length === 0) return ignored(`nothing to change on ${keyIds.join(', ')}${also}`)
+  const rest = keyIds.filter((id) => !changed.includes(id) && !refused.includes(id))
+  if (changed.length === 0) return ignored([...(rest.length > 0 ? [`nothing to change on ${rest.join(', ')}`] : []), ...refusedPart(refused)].join('; '))
   const verb = { suspend: `suspended (${reasonOf(intent)})`, reinstate: 'reinstated', end: `set to expire at ${endOf(intent)}`, revoke: 'revoked (refunded)' }[intent.kind]
-  return done(`${verb}: ${changed.join(', ')}${also}`, changed, hashes)
+  return done([`${verb}: ${changed.join(', ')}`, ...refusedPart(refused)].join('; '), changed, hashes)
 }
 
 const reasonOf = (i: Lifecycle) => ('reason' in i ? i.reason : '')
