@@ -7,7 +7,7 @@ import type { RefillRule } from '../../core/credits'
 import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkCredits, type ImportCredits } from './import-credits'
-import { FLAGGED } from '../../core/key-settings'
+import { FLAGGED, type FlaggedField } from '../../core/key-settings'
 import { ROW_FIELDS } from './import-parse'
 
 export interface CatalogPolicy {
@@ -61,7 +61,7 @@ export interface CheckedRow {
   /** the row's credits (null = unmetered); undefined when it gives none: its policy's apply, as on create */
   credits: ImportCredits | null | undefined
   /** with a policy: the settings the row sets itself (an export's `overrides` names them) */
-  ownFields: string[]
+  ownFields: FlaggedField[]
   activations: ImportActivation[]
 }
 

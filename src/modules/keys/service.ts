@@ -4,16 +4,16 @@ import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../..
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkEntitlements } from '../../core/entitlements'
-import { FLAGGED, SETTING_DEFAULTS } from '../../core/key-settings'
+import { FLAGGED } from '../../core/key-settings'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
 import { byApiKey, emit, type Actor } from '../events/outbox'
 import type { Tx } from '../../infra/db'
-import { addPeriod, parsePeriod } from '../../core/durations'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
 import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, SuspendBody } from './model'
 import { transition, type Change, type KeyEventType, type Refusal, type Write } from './lifecycle'
 import { checkRefill, initialCredits, replaceCredits } from './credits'
+import { newKeyTerms } from './new-key'
 import * as repo from './repo'
 
 /** A key's own entitlements as sent: every problem is a 400 field error. */
@@ -88,10 +88,17 @@ export async function createKeyIn(
       ? await tx`select id from products where id = ${productId!} and account_id = ${who.accountId} for share`
       : []
     if (!product) throw notFound('product', productId!)
-    const given = FLAGGED.filter((f) => input[f] !== undefined)
-    const duration = policy?.duration ? parsePeriod(policy.duration) : null
-    // first_activation: no expiry until the first device, which adds the duration (activations/repo.ts)
-    const pending = expiresAt === null && policy?.duration != null && policy.expiry_basis === 'first_activation'
+    const terms = newKeyTerms(
+      {
+        own: FLAGGED.filter((f) => input[f] !== undefined),
+        activationLimit: input.activation_limit,
+        expiresAt,
+        firstActivation: null,
+        credits: input.credits === undefined ? undefined : initialCredits(input.credits, null),
+      },
+      policy,
+      createdAt,
+    )
     const key = await repo.insertKey(tx, {
       id: newId('key'),
       accountId: who.accountId,
@@ -99,10 +106,8 @@ export async function createKeyIn(
       keyHash,
       keyPrefix: keyValue.slice(0, 5),
       plan: input.plan ?? null,
-      // the column needs a number; with a policy and no own limit it is not read
-      activationLimit: input.activation_limit ?? policy?.activation_limit ?? SETTING_DEFAULTS.activation_limit,
-      expiresAt:
-        expiresAt ?? (!pending && duration !== null && typeof duration !== 'string' ? new Date(addPeriod(createdAt.getTime(), duration)) : null),
+      activationLimit: terms.activationLimit,
+      expiresAt: terms.expiresAt,
       metadata,
       releaseAfterSeconds: input.release_after_seconds ?? null,
       deactivationsAllowed: input.deactivations_allowed ?? null,
@@ -110,10 +115,10 @@ export async function createKeyIn(
       graceSeconds: input.grace_seconds ?? null,
       afterExpiry: input.after_expiry ?? null,
       policyId,
-      ownFields: policyId === null ? [] : given,
+      ownFields: terms.ownFields,
       createdAt,
-      pendingDuration: pending ? policy!.duration : null,
-      credits: initialCredits(input.credits, policy),
+      pendingDuration: terms.pendingDuration,
+      credits: terms.credits,
       externalId,
     })
     await emit(tx, who.accountId, 'key.created', key, actor)
