@@ -135,35 +135,35 @@ describe('reissue', () => {
 })
 
 describe('patch', () => {
-  const stored = (over: Partial<KeySettings> = {}, policyId: string | null = 'pol_x'): KeySettings & { policyId: string | null } => ({
-    ownFields: [],
+  const stored = (over: Partial<KeySettings> = {}, policyId: string | null = 'pol_x'): KeySettings & { policy_id: string | null } => ({
+    own_fields: [],
     plan: null,
-    activationLimit: 5,
+    activation_limit: 5,
     metadata: {},
-    releaseAfterSeconds: null,
-    deactivationsAllowed: null,
+    release_after_seconds: null,
+    deactivations_allowed: null,
     entitlements: {},
-    graceSeconds: null,
-    afterExpiry: null,
-    policyId,
+    grace_seconds: null,
+    after_expiry: null,
+    policy_id: policyId,
     ...over,
   })
   const settingsOf = (t: ReturnType<typeof transition>) => ('write' in t && t.write.kind === 'settings' ? t.write.settings : null)
 
   test('nothing sent, or the stored values again: nothing', () => {
     expect(on(key(), { kind: 'patch', input: {} }, stored())).toEqual(SAME)
-    expect(on(key(), { kind: 'patch', input: { plan: 'pro' } }, stored({ ownFields: ['plan'], plan: 'pro' }))).toEqual(SAME)
+    expect(on(key(), { kind: 'patch', input: { plan: 'pro' } }, stored({ own_fields: ['plan'], plan: 'pro' }))).toEqual(SAME)
   })
   test('with a policy, a value given becomes an override; reset drops it (the limit column keeps its number)', () => {
     const t = on(key(), { kind: 'patch', input: { activation_limit: 9, grace_seconds: 30 } }, stored())
     expect(t).toMatchObject({ event: 'key.updated' })
-    expect(settingsOf(t)).toMatchObject({ ownFields: ['activation_limit'], activationLimit: 9, graceSeconds: 30 })
-    const r = on(key(), { kind: 'patch', input: { reset: ['activation_limit', 'plan', 'grace_seconds', 'entitlements'] } }, stored({ ownFields: ['activation_limit', 'plan'], activationLimit: 9, plan: 'x', graceSeconds: 30, entitlements: { a: true } }))
-    expect(settingsOf(r)).toMatchObject({ ownFields: [], activationLimit: 9, plan: null, graceSeconds: null, entitlements: {} })
+    expect(settingsOf(t)).toMatchObject({ own_fields: ['activation_limit'], activation_limit: 9, grace_seconds: 30 })
+    const r = on(key(), { kind: 'patch', input: { reset: ['activation_limit', 'plan', 'grace_seconds', 'entitlements'] } }, stored({ own_fields: ['activation_limit', 'plan'], activation_limit: 9, plan: 'x', grace_seconds: 30, entitlements: { a: true } }))
+    expect(settingsOf(r)).toMatchObject({ own_fields: [], activation_limit: 9, plan: null, grace_seconds: null, entitlements: {} })
   })
   test('without a policy, reset goes back to the defaults and no own_fields are kept', () => {
-    const r = on(key(), { kind: 'patch', input: { reset: ['activation_limit'], plan: 'pro' } }, stored({ activationLimit: 9 }, null))
-    expect(settingsOf(r)).toMatchObject({ ownFields: [], activationLimit: 3, plan: 'pro' })
+    const r = on(key(), { kind: 'patch', input: { reset: ['activation_limit'], plan: 'pro' } }, stored({ activation_limit: 9 }, null))
+    expect(settingsOf(r)).toMatchObject({ own_fields: [], activation_limit: 3, plan: 'pro' })
   })
   test('a revoked key takes new settings (it stays revoked: no status in the write)', () => {
     expect(settingsOf(on(revokedKey(), { kind: 'patch', input: { plan: 'pro' } }, stored({}, null)))).toMatchObject({ plan: 'pro' })

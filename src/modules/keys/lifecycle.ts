@@ -57,7 +57,7 @@ export type Transition = { write: Write; event: KeyEventType } | { same: true } 
 /** The key as changeKey read it under its lock; `own` only for a patch (what the row stores). */
 export interface KeyNow {
   key: Key
-  own?: KeySettings & { policyId: string | null }
+  own?: KeySettings & { policy_id: string | null }
 }
 
 const SAME: Transition = { same: true }
@@ -119,28 +119,28 @@ function patch({ key, own }: KeyNow, change: Extract<Change, { kind: 'patch' }>)
   if (!own) throw new Error('patch needs the key\'s own settings')
   const { input } = change
   const reset = new Set<Resettable>(input.reset ?? [])
-  const withPolicy = own.policyId !== null
-  const ownFields = new Set(own.ownFields)
+  const withPolicy = own.policy_id !== null
+  const ownFields = new Set(own.own_fields)
   for (const f of FLAGGED) {
     if (reset.has(f)) ownFields.delete(f)
     else if (input[f] !== undefined && withPolicy) ownFields.add(f)
   }
   const column = <T>(f: Resettable, value: T | undefined, stored: T, dflt: T): T => (reset.has(f) ? dflt : value === undefined ? stored : value)
   const next: KeySettings = {
-    ownFields: [...ownFields].sort(),
+    own_fields: [...ownFields].sort(),
     plan: column('plan', input.plan, own.plan, SETTING_DEFAULTS.plan),
     // with a policy the column is not read once the override is dropped: it keeps its number
-    activationLimit: column('activation_limit', input.activation_limit, own.activationLimit, withPolicy ? own.activationLimit : SETTING_DEFAULTS.activation_limit),
+    activation_limit: column('activation_limit', input.activation_limit, own.activation_limit, withPolicy ? own.activation_limit : SETTING_DEFAULTS.activation_limit),
     metadata: change.metadata ?? own.metadata,
-    releaseAfterSeconds: column('release_after_seconds', input.release_after_seconds, own.releaseAfterSeconds, SETTING_DEFAULTS.release_after_seconds),
-    deactivationsAllowed: column('deactivations_allowed', input.deactivations_allowed, own.deactivationsAllowed, SETTING_DEFAULTS.deactivations_allowed),
-    entitlements: reset.has('entitlements') ? {} : (change.entitlements ?? own.entitlements),
+    release_after_seconds: column('release_after_seconds', input.release_after_seconds, own.release_after_seconds, SETTING_DEFAULTS.release_after_seconds),
+    deactivations_allowed: column('deactivations_allowed', input.deactivations_allowed, own.deactivations_allowed, SETTING_DEFAULTS.deactivations_allowed),
+    entitlements: reset.has('entitlements') ? {} : ((change.entitlements as KeySettings['entitlements'] | undefined) ?? own.entitlements),
     // null = inherited (or the default): the stored value of a nullable setting, core/key-settings.ts
-    graceSeconds: column('grace_seconds', input.grace_seconds, own.graceSeconds, null),
-    afterExpiry: column('after_expiry', input.after_expiry, own.afterExpiry, null),
+    grace_seconds: column('grace_seconds', input.grace_seconds, own.grace_seconds, null),
+    after_expiry: column('after_expiry', input.after_expiry, own.after_expiry, null),
   }
-  const { policyId: _, ...before } = own
-  const stored = { ...before, ownFields: [...own.ownFields].sort() }
+  const { policy_id: _, ...before } = own
+  const stored = { ...before, own_fields: [...own.own_fields].sort() }
   const credits =
     change.credits !== undefined &&
     !isDeepStrictEqual(change.credits.wanted, key.credits && { remaining: key.credits.remaining, refill: key.credits.refill })

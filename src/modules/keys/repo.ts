@@ -157,36 +157,12 @@ export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ acc
   return rows.map((r) => ({ accountId: r.account_id, key: toKey(r) }))
 }
 
-/** What a key stores of its settings: its own values (see KeySettings). */
-export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policyId: string | null }> {
-  const [r] = await tx<
-    {
-      plan: string | null
-      activation_limit: number
-      metadata: Record<string, unknown>
-      release_after_seconds: number | null
-      deactivations_allowed: number | null
-      entitlements: Record<string, unknown>
-      grace_seconds: number | null
-      after_expiry: 'refuse' | 'keep' | null
-      own_fields: string[]
-      policy_id: string | null
-    }[]
-  >`select plan, activation_limit, metadata, release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry,
-      own_fields, policy_id
+/** What a key stores of its settings: its own values (see KeySettings), and its policy. */
+export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policy_id: string | null }> {
+  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, plan, activation_limit, metadata,
+      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id
     from license_keys where id = ${id}`
-  return {
-    plan: r!.plan,
-    activationLimit: r!.activation_limit,
-    metadata: r!.metadata,
-    releaseAfterSeconds: r!.release_after_seconds,
-    deactivationsAllowed: r!.deactivations_allowed,
-    entitlements: r!.entitlements,
-    graceSeconds: r!.grace_seconds,
-    afterExpiry: r!.after_expiry,
-    ownFields: r!.own_fields,
-    policyId: r!.policy_id,
-  }
+  return r!
 }
 
 export async function lockKey(tx: Tx, accountId: string, id: string) {
@@ -255,20 +231,14 @@ export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Pro
 }
 
 /**
- * A key's own settings as stored. Without a policy, the four columns are its values. With a policy,
- * a column counts only when `ownFields` names it (else the policy's value applies); grace, after_expiry
- * (null = inherited or default) and entitlements (merged over the policy's) are the key's own either way.
+ * A key's own settings as stored (core/key-settings.ts OwnSettings: without a policy, the flagged
+ * columns are its values; with one, a flagged column counts only when `own_fields` names it, and grace,
+ * after_expiry (null = inherited or default) and entitlements (merged over the policy's) are the
+ * key's own either way), with its metadata.
  */
-export interface KeySettings {
-  ownFields: string[]
-  plan: string | null
-  activationLimit: number
+export interface KeySettings extends OwnSettings {
+  own_fields: string[]
   metadata: Record<string, unknown>
-  releaseAfterSeconds: number | null
-  deactivationsAllowed: number | null
-  entitlements: Record<string, unknown>
-  graceSeconds: number | null
-  afterExpiry: 'refuse' | 'keep' | null
 }
 
 /**
@@ -276,10 +246,10 @@ export interface KeySettings {
  * release_after_seconds (the inactivity job's index needs it on the activation row): see copyReleaseAfter.
  */
 export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
-  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activationLimit},
-      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.releaseAfterSeconds},
-      deactivations_allowed = ${s.deactivationsAllowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
-      grace_seconds = ${s.graceSeconds}, after_expiry = ${s.afterExpiry}, own_fields = ${s.ownFields}, updated_at = now()
+  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activation_limit},
+      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.release_after_seconds},
+      deactivations_allowed = ${s.deactivations_allowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
+      grace_seconds = ${s.grace_seconds}, after_expiry = ${s.after_expiry}, own_fields = ${s.own_fields}, updated_at = now()
     where id = ${id}`
 }
 
