@@ -155,4 +155,27 @@ describe('Stripe', () => {
       'key.extended:connector',
     ])
   })
+
+  test('a revoked key stays revoked: a renewal, a pause and a resume are ignored, the inbox names the key and why', async () => {
+    const s = await connectorSetup(h, 'stripe', ['price_monthly'])
+    const end1 = unix(Date.now() + 30 * DAY)
+    expect((await send(s, 'invoice.paid', invoice('sub_r', 'price_monthly', end1, 'in_r1'))).outcome).toBe('processed')
+    const [id] = await keyIds(s)
+    expect((await h.call('POST', `/v1/keys/${id}/revoke`, { token: s.token, body: { reason: 'chargeback elsewhere' } })).status).toBe(200)
+    const before = await getKey(s, id!)
+
+    const renewal = await send(s, 'invoice.paid', invoice('sub_r', 'price_monthly', unix(Date.now() + 60 * DAY), 'in_r2'))
+    expect(renewal).toMatchObject({ outcome: 'ignored', detail: `not changed, revoked (revoking is final): ${id}` })
+    const paused = await send(s, 'customer.subscription.paused', subscription('sub_r', end1, { status: 'paused' }))
+    expect(paused).toMatchObject({ outcome: 'ignored', detail: `not changed, revoked (revoking is final): ${id}` })
+    const resumed = await send(s, 'customer.subscription.resumed', subscription('sub_r', end1))
+    expect(resumed).toMatchObject({ outcome: 'ignored', detail: `not changed, revoked (revoking is final): ${id}` })
+    // the inbox keeps the reason for the console
+    const [row] = await h.node.deps.sql<{ outcome: string; detail: string }[]>`select outcome, detail from connector_events
+      where connector_id = ${s.connector.id} order by received_at desc limit 1`
+    expect(row).toEqual({ outcome: 'ignored', detail: `not changed, revoked (revoking is final): ${id}` })
+
+    expect(await getKey(s, id!)).toEqual(before)
+    expect((await actors(s)).map((e) => e.type)).toEqual(['key.created', 'key.revoked'])
+  })
 })

@@ -2,10 +2,9 @@
 // and the key emails (sealed values) commit together with the claimed provider event, or not at all.
 import type { Tx } from '../../infra/db'
 import { seal } from '../../infra/crypto'
-import { byConnector, emit, type Actor } from '../events/outbox'
-import { createKeyIn } from '../keys/service'
-import type { Key } from '../keys/model'
-import * as keys from '../keys/repo'
+import { byConnector, type Actor } from '../events/outbox'
+import { changeKey, createKeyIn, type Changed } from '../keys/service'
+import type { Change } from '../keys/lifecycle'
 import { findPolicyWrite } from '../policies/repo'
 import type { Intent, Line } from './intents'
 import type { Connector, Outcome } from './model'
@@ -129,79 +128,76 @@ async function freeExternalId(tx: Tx, accountId: string, id: string): Promise<st
   return taken ? null : id
 }
 
-/** The period end as the key's expiry; a key suspended for a pause is reinstated (never a dispute). */
+/**
+ * The period end as the key's expiry; a key suspended for a pause is reinstated (never a dispute).
+ * A revoked key stays revoked: the renewal is refused for it and the inbox says so (docs/decisions.md).
+ */
 async function renew(tx: Tx, ctx: ApplyContext, actor: Actor, keyIds: string[], periodEnd: Date | null): Promise<Applied> {
   const changed: string[] = []
   const hashes: string[] = []
+  const refused: string[] = []
   for (const id of keyIds) {
-    const locked = await keys.lockKey(tx, ctx.accountId, id)
-    if (!locked || locked.status === 'revoked') continue
-    let key = (await keys.findKey(tx, ctx.accountId, id))!
-    let touched = false
-    if (periodEnd && key.expires_at !== periodEnd.toISOString()) {
-      await keys.extendKey(tx, id, periodEnd)
-      key = (await keys.findKey(tx, ctx.accountId, id))!
-      await emit(tx, ctx.accountId, 'key.extended', key, actor)
-      touched = true
-    }
-    if (locked.suspended && key.suspend_reason === 'subscription_paused') {
-      await keys.reinstateKey(tx, id)
-      await emit(tx, ctx.accountId, 'key.reinstated', (await keys.findKey(tx, ctx.accountId, id))!, actor)
-      touched = true
+    const steps: Change[] = [...(periodEnd ? [{ kind: 'renew', expiresAt: periodEnd } as const] : []), { kind: 'reinstate', reason: 'subscription_paused' }]
+    let touched: Changed | null = null
+    for (const step of steps) {
+      const done = await changeKey(tx, actor, ctx.accountId, id, step)
+      if (done.kind === 'refused') {
+        refused.push(id)
+        break
+      }
+      if (done.kind === 'changed') touched = done
     }
     if (touched) {
       changed.push(id)
-      hashes.push(locked.key_hash)
+      hashes.push(touched.keyHash)
     }
   }
-  if (changed.length === 0) return ignored(`already up to date: ${keyIds.join(', ')}`)
-  return done(`renewed ${changed.join(', ')}${periodEnd ? ` to ${periodEnd.toISOString()}` : ''}`, changed, hashes)
+  const rest = keyIds.filter((id) => !changed.includes(id) && !refused.includes(id))
+  const parts = [...(rest.length > 0 ? [`already up to date: ${rest.join(', ')}`] : []), ...refusedPart(refused)]
+  if (changed.length === 0) return ignored(parts.join('; '))
+  return done([`renewed ${changed.join(', ')}${periodEnd ? ` to ${periodEnd.toISOString()}` : ''}`, ...refusedPart(refused)].join('; '), changed, hashes)
 }
 
-type Change = Extract<Intent, { kind: 'suspend' | 'reinstate' | 'end' | 'revoke' }>
+/**
+ * The keys a change was refused for, named in the inbox's detail (the console shows it): a revoked key
+ * is never brought back or changed by a provider's event (docs/decisions.md, docs/payments.md).
+ */
+const refusedPart = (ids: string[]) => (ids.length === 0 ? [] : [`not changed, revoked (revoking is final): ${ids.join(', ')}`])
 
-async function change(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Change): Promise<Applied> {
+type Lifecycle = Extract<Intent, { kind: 'suspend' | 'reinstate' | 'end' | 'revoke' }>
+
+/** The key change an intent asks for (the rules are lifecycle.ts's, shared with the API). */
+function changeOf(intent: Lifecycle): Change {
+  switch (intent.kind) {
+    case 'suspend':
+      return { kind: 'hold', reason: intent.reason }
+    case 'reinstate':
+      return { kind: 'reinstate', reason: intent.reason }
+    case 'end':
+      return { kind: 'end', at: intent.at }
+    case 'revoke':
+      return { kind: 'revoke', reason: intent.reason }
+  }
+}
+
+async function change(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Lifecycle): Promise<Applied> {
   const keyIds = await repo.keysOfRefs(tx, ctx.connector.id, intent.refs)
   if (keyIds.length === 0) return ignored(`no key for ${intent.refs.join(', ') || 'this object'}`)
   const changed: string[] = []
   const hashes: string[] = []
+  const refused: string[] = []
   for (const id of keyIds) {
-    const locked = await keys.lockKey(tx, ctx.accountId, id)
-    if (!locked || locked.status === 'revoked') continue
-    const before = (await keys.findKey(tx, ctx.accountId, id))!
-    const type = await changeOne(tx, id, before, locked.suspended, intent)
-    if (!type) continue
-    await emit(tx, ctx.accountId, type, (await keys.findKey(tx, ctx.accountId, id))!, actor)
+    const done = await changeKey(tx, actor, ctx.accountId, id, changeOf(intent))
+    if (done.kind === 'refused') refused.push(id)
+    if (done.kind !== 'changed') continue
     changed.push(id)
-    hashes.push(locked.key_hash)
+    hashes.push(done.keyHash)
   }
-  if (changed.length === 0) return ignored(`nothing to change on ${keyIds.join(', ')}`)
+  const rest = keyIds.filter((id) => !changed.includes(id) && !refused.includes(id))
+  if (changed.length === 0) return ignored([...(rest.length > 0 ? [`nothing to change on ${rest.join(', ')}`] : []), ...refusedPart(refused)].join('; '))
   const verb = { suspend: `suspended (${reasonOf(intent)})`, reinstate: 'reinstated', end: `set to expire at ${endOf(intent)}`, revoke: 'revoked (refunded)' }[intent.kind]
-  return done(`${verb}: ${changed.join(', ')}`, changed, hashes)
+  return done([`${verb}: ${changed.join(', ')}`, ...refusedPart(refused)].join('; '), changed, hashes)
 }
 
-const reasonOf = (i: Change) => ('reason' in i ? i.reason : '')
-const endOf = (i: Change) => (i.kind === 'end' ? i.at.toISOString() : '')
-
-/** One key's change, or null when it is already so; the event type to emit. */
-async function changeOne(tx: Tx, id: string, key: Key, suspended: boolean, intent: Change) {
-  switch (intent.kind) {
-    case 'suspend':
-      if (suspended && key.suspend_reason === intent.reason) return null
-      // a dispute outranks a pause: a paused key that is disputed stays suspended as disputed
-      if (suspended && key.suspend_reason === 'disputed') return null
-      await keys.suspendKey(tx, id, intent.reason, null)
-      return 'key.suspended' as const
-    case 'reinstate':
-      if (!suspended || key.suspend_reason !== intent.reason) return null
-      await keys.reinstateKey(tx, id)
-      return 'key.reinstated' as const
-    case 'end':
-      if (key.expires_at !== null && new Date(key.expires_at) <= intent.at) return null
-      await keys.extendKey(tx, id, intent.at)
-      return 'key.extended' as const
-    case 'revoke':
-      await keys.revokeKey(tx, id, intent.reason)
-      return 'key.revoked' as const
-  }
-}
+const reasonOf = (i: Lifecycle) => ('reason' in i ? i.reason : '')
+const endOf = (i: Lifecycle) => (i.kind === 'end' ? i.at.toISOString() : '')

@@ -3,6 +3,11 @@
 // `for update skip locked` and the update only matches keys still stored as 'active', so a key is
 // flipped (and its event written) by exactly one transaction.
 //
+// It stays one set-based UPDATE rather than a changeKey per key (keys/lifecycle.ts): expiry is not a
+// change anyone asks for but the clock's, it can reach many keys at once, and the flip is the rule
+// key_effective_status already applies everywhere (a stored-active key past expires_at is expired),
+// so there is no other rule for the transitions to share.
+//
 // No invalidation is published: every answer already treats a key past expires_at as expired (the
 // hot state compares expires_at itself), so the flip changes no answer anywhere.
 import { drainBatches } from '../../infra/batches'

@@ -7,6 +7,7 @@ import type { RefillRule } from '../../core/credits'
 import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkCredits, type ImportCredits } from '../credits/service'
+import { FLAGGED, type FlaggedField } from '../../core/key-settings'
 import { ROW_FIELDS } from './import-parse'
 
 export interface CatalogPolicy {
@@ -60,7 +61,7 @@ export interface CheckedRow {
   /** the row's credits (null = unmetered); undefined when it gives none: its policy's apply, as on create */
   credits: ImportCredits | null | undefined
   /** with a policy: the settings the row sets itself (an export's `overrides` names them) */
-  ownFields: string[]
+  ownFields: FlaggedField[]
   activations: ImportActivation[]
 }
 
@@ -198,7 +199,7 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
   }
 
   // with a policy: an export's `overrides` names the settings the key set itself; else every one given
-  const given = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed'].filter(has)
+  const given = FLAGGED.filter(has)
   const overrides = f.overrides !== null && typeof f.overrides === 'object' && !Array.isArray(f.overrides) ? (f.overrides as Fields) : null
   const own = (k: string) => policyId === null || overrides === null || k in overrides
   const ownFields = policyId === null ? [] : given.filter(own)

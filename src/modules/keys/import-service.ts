@@ -6,10 +6,10 @@ import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../infra/record-created'
 import { newId, pendingKeyHash, scopedKeyHash } from '../../infra/crypto'
 import { AppError, type FieldError, type RowErrors } from '../../core/errors'
-import { addPeriod, parsePeriod } from '../../core/durations'
 import { emit, type Actor } from '../events/outbox'
 import { parseRows, type ImportFormat } from './import-parse'
 import { checkRow, type CheckedRow } from './import-rows'
+import { newKeyTerms } from './new-key'
 import * as repo from './import-repo'
 
 export interface ImportAnswer {
@@ -124,10 +124,22 @@ export async function importKeys(
         const id = newId('key')
         const policy = r.policyId === null ? undefined : catalog.policies.get(r.policyId)
         const createdAt = r.createdAt ?? now
-        // the row's own credits (null = unmetered), else its policy's, as on create; the refill period
-        // counts from the import (an export's balance already has the refills due before it)
-        const credits = r.credits !== undefined ? r.credits : policy?.credits ? { remaining: policy.credits.initial, refill: policy.credits.refill, since: null } : null
-        const { expiresAt, pending } = expiryOf(r, policy?.duration ?? null, policy?.expiry_basis ?? 'creation', createdAt)
+        // the terms create gives a new key (new-key.ts); a first_activation key with devices expires a
+        // duration after its first; the policy's credits' refill period counts from the import (an
+        // export's balance already has the refills due before it)
+        const terms = newKeyTerms(
+          {
+            own: r.ownFields,
+            activationLimit: r.activationLimit,
+            expiresAt: r.expiresAt,
+            firstActivation: r.activations.length === 0 ? null : new Date(Math.min(...r.activations.map((a) => a.activatedAt.getTime()))),
+            credits: r.credits,
+          },
+          policy ?? null,
+          createdAt,
+        )
+        const credits = terms.credits
+        const since = credits !== null && 'since' in credits ? credits.since : null
         keys.push({
           id,
           account_id: accountId,
@@ -137,8 +149,8 @@ export async function importKeys(
           key_prefix: r.keyPrefix,
           external_id: r.externalId,
           plan: r.plan,
-          activation_limit: r.activationLimit ?? policy?.activation_limit ?? 3,
-          expires_at: expiresAt?.toISOString() ?? null,
+          activation_limit: terms.activationLimit,
+          expires_at: terms.expiresAt?.toISOString() ?? null,
           status: r.status === 'revoked' ? 'revoked' : 'active',
           revoked_at: r.status === 'revoked' ? now.toISOString() : null,
           revoke_reason: r.status === 'revoked' ? r.revokeReason : null,
@@ -152,12 +164,12 @@ export async function importKeys(
           grace_seconds: r.graceSeconds,
           after_expiry: r.afterExpiry,
           policy_id: r.policyId,
-          own_fields: r.ownFields,
+          own_fields: terms.ownFields,
           created_at: createdAt.toISOString(),
-          pending_duration: pending,
+          pending_duration: terms.pendingDuration,
           credits_remaining: credits?.remaining ?? null,
           credits_refill: credits?.refill ?? null,
-          credits_since: credits ? (credits.since ?? now).toISOString() : null,
+          credits_since: credits ? (since ?? now).toISOString() : null,
         })
         const releaseAfter = r.policyId === null || r.ownFields.includes('release_after_seconds') ? r.releaseAfterSeconds : (policy?.release_after_seconds ?? null)
         for (const a of r.activations) {
@@ -204,17 +216,3 @@ export async function importKeys(
   return outcome.answer
 }
 
-/**
- * An imported key's expiry: the row's own (a past one is allowed: the key is expired), else its
- * policy's duration from its creation, or from its first device with expiry_basis first_activation
- * (still pending while it has none).
- */
-function expiryOf(r: CheckedRow, duration: string | null, basis: string, createdAt: Date): { expiresAt: Date | null; pending: string | null } {
-  if (r.expiresAt !== null || duration === null) return { expiresAt: r.expiresAt, pending: null }
-  const period = parsePeriod(duration)
-  if (typeof period === 'string') return { expiresAt: null, pending: null }
-  if (basis !== 'first_activation') return { expiresAt: new Date(addPeriod(createdAt.getTime(), period)), pending: null }
-  if (r.activations.length === 0) return { expiresAt: null, pending: duration }
-  const first = Math.min(...r.activations.map((a) => a.activatedAt.getTime()))
-  return { expiresAt: new Date(addPeriod(first, period)), pending: null }
-}

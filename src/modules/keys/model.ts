@@ -1,3 +1,4 @@
+import { OVERRIDABLE, type OverridableField } from '../../core/key-settings'
 import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/schema'
 import { Activation } from '../activations/model'
 import { Credits, CreditsIn } from '../credits/model'
@@ -68,9 +69,9 @@ const DeactivationsAllowed = t.Union([t.Integer({ minimum: 0, maximum: 10000 }),
   description: 'How many devices the key holder may release (0 = none); null = unlimited',
 })
 
-/** The settings a key may set itself over its policy (and PATCH `reset` may drop). */
-export const RESETTABLE = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'entitlements'] as const
-export type Resettable = (typeof RESETTABLE)[number]
+/** The settings a key may set itself over its policy (and PATCH `reset` may drop): core/key-settings.ts. */
+export const RESETTABLE = OVERRIDABLE
+export type Resettable = OverridableField
 
 const EntitlementsField = t.Unknown({
   description:

@@ -1,6 +1,7 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
+import { overridesOf, type OwnSettings } from '../../core/key-settings'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
@@ -41,19 +42,17 @@ type Row = CreditsColumns & {
   own_entitlements: Record<string, true | number | string | null>
 }
 
-/** What a key with a policy sets itself (`{}` for a key without one: every value is its own). */
-function overridesOf(r: Row): Record<string, unknown> {
-  if (r.policy_id === null) return {}
-  const o: Record<string, unknown> = {}
-  if (r.own_fields.includes('plan')) o.plan = r.own_plan
-  if (r.own_fields.includes('activation_limit')) o.activation_limit = r.own_activation_limit
-  if (r.own_fields.includes('release_after_seconds')) o.release_after_seconds = r.own_release_after_seconds
-  if (r.own_fields.includes('deactivations_allowed')) o.deactivations_allowed = r.own_deactivations_allowed
-  if (r.own_grace_seconds !== null) o.grace_seconds = r.own_grace_seconds
-  if (r.own_after_expiry !== null) o.after_expiry = r.own_after_expiry
-  if (Object.keys(r.own_entitlements).length > 0) o.entitlements = r.own_entitlements
-  return o
-}
+/** The key's own columns, in the shape core/key-settings.ts reads. */
+const ownOf = (r: Row): OwnSettings => ({
+  own_fields: r.own_fields,
+  plan: r.own_plan,
+  activation_limit: r.own_activation_limit,
+  release_after_seconds: r.own_release_after_seconds,
+  deactivations_allowed: r.own_deactivations_allowed,
+  grace_seconds: r.own_grace_seconds,
+  after_expiry: r.own_after_expiry,
+  entitlements: r.own_entitlements,
+})
 
 export const toKey = (r: Row): Key => ({
   id: r.id,
@@ -79,7 +78,7 @@ export const toKey = (r: Row): Key => ({
   after_expiry: r.after_expiry,
   policy_id: r.policy_id,
   external_id: r.external_id,
-  overrides: overridesOf(r),
+  overrides: overridesOf(ownOf(r), r.policy_id !== null),
   expiry_pending: r.expiry_pending,
   credits: creditsView(r),
 })
@@ -157,36 +156,12 @@ export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ acc
   return rows.map((r) => ({ accountId: r.account_id, key: toKey(r) }))
 }
 
-/** What a key stores of its settings: its own values (see KeySettings). */
-export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policyId: string | null }> {
-  const [r] = await tx<
-    {
-      plan: string | null
-      activation_limit: number
-      metadata: Record<string, unknown>
-      release_after_seconds: number | null
-      deactivations_allowed: number | null
-      entitlements: Record<string, unknown>
-      grace_seconds: number | null
-      after_expiry: 'refuse' | 'keep' | null
-      own_fields: string[]
-      policy_id: string | null
-    }[]
-  >`select plan, activation_limit, metadata, release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry,
-      own_fields, policy_id
+/** What a key stores of its settings: its own values (see KeySettings), and its policy. */
+export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policy_id: string | null }> {
+  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, plan, activation_limit, metadata,
+      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id
     from license_keys where id = ${id}`
-  return {
-    plan: r!.plan,
-    activationLimit: r!.activation_limit,
-    metadata: r!.metadata,
-    releaseAfterSeconds: r!.release_after_seconds,
-    deactivationsAllowed: r!.deactivations_allowed,
-    entitlements: r!.entitlements,
-    graceSeconds: r!.grace_seconds,
-    afterExpiry: r!.after_expiry,
-    ownFields: r!.own_fields,
-    policyId: r!.policy_id,
-  }
+  return r!
 }
 
 export async function lockKey(tx: Tx, accountId: string, id: string) {
@@ -255,20 +230,14 @@ export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Pro
 }
 
 /**
- * A key's own settings as stored. Without a policy, the four columns are its values. With a policy,
- * a column counts only when `ownFields` names it (else the policy's value applies); grace, after_expiry
- * (null = inherited or default) and entitlements (merged over the policy's) are the key's own either way.
+ * A key's own settings as stored (core/key-settings.ts OwnSettings: without a policy, the flagged
+ * columns are its values; with one, a flagged column counts only when `own_fields` names it, and grace,
+ * after_expiry (null = inherited or default) and entitlements (merged over the policy's) are the
+ * key's own either way), with its metadata.
  */
-export interface KeySettings {
-  ownFields: string[]
-  plan: string | null
-  activationLimit: number
+export interface KeySettings extends OwnSettings {
+  own_fields: string[]
   metadata: Record<string, unknown>
-  releaseAfterSeconds: number | null
-  deactivationsAllowed: number | null
-  entitlements: Record<string, unknown>
-  graceSeconds: number | null
-  afterExpiry: 'refuse' | 'keep' | null
 }
 
 /**
@@ -276,10 +245,10 @@ export interface KeySettings {
  * release_after_seconds (the inactivity job's index needs it on the activation row): see copyReleaseAfter.
  */
 export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
-  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activationLimit},
-      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.releaseAfterSeconds},
-      deactivations_allowed = ${s.deactivationsAllowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
-      grace_seconds = ${s.graceSeconds}, after_expiry = ${s.afterExpiry}, own_fields = ${s.ownFields}, updated_at = now()
+  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activation_limit},
+      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.release_after_seconds},
+      deactivations_allowed = ${s.deactivations_allowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
+      grace_seconds = ${s.grace_seconds}, after_expiry = ${s.after_expiry}, own_fields = ${s.own_fields}, updated_at = now()
     where id = ${id}`
 }
 

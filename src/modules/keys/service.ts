@@ -1,18 +1,19 @@
-import { isDeepStrictEqual } from 'node:util'
 import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../infra/record-created'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkEntitlements } from '../../core/entitlements'
+import { FLAGGED } from '../../core/key-settings'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
 import { byApiKey, emit, type Actor } from '../events/outbox'
 import type { Tx } from '../../infra/db'
-import { addPeriod, parsePeriod } from '../../core/durations'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
-import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, Resettable, SuspendBody } from './model'
+import type { CreateKeyBody, Key, KeyStatus, PatchKeyBody, SuspendBody } from './model'
+import { transition, type Change, type KeyEventType, type Refusal, type Write } from './lifecycle'
 import { checkRefill, initialCredits, replaceCredits } from '../credits/service'
+import { newKeyTerms } from './new-key'
 import * as repo from './repo'
 
 /** A key's own entitlements as sent: every problem is a 400 field error. */
@@ -28,9 +29,6 @@ function futureInstant(field: string, text: string): Date {
   if (d.getTime() <= Date.now()) throw invalid(field, 'must be in the future')
   return d
 }
-
-/** The four settings whose column holds the key's own value only when `own_fields` names it (with a policy). */
-const COLUMN_SETTINGS = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed'] as const
 
 /**
  * Creates a key; the key value exists only in the return value (the database keeps its hash, and the
@@ -90,10 +88,17 @@ export async function createKeyIn(
       ? await tx`select id from products where id = ${productId!} and account_id = ${who.accountId} for share`
       : []
     if (!product) throw notFound('product', productId!)
-    const given = COLUMN_SETTINGS.filter((f) => input[f] !== undefined)
-    const duration = policy?.duration ? parsePeriod(policy.duration) : null
-    // first_activation: no expiry until the first device, which adds the duration (activations/repo.ts)
-    const pending = expiresAt === null && policy?.duration != null && policy.expiry_basis === 'first_activation'
+    const terms = newKeyTerms(
+      {
+        own: FLAGGED.filter((f) => input[f] !== undefined),
+        activationLimit: input.activation_limit,
+        expiresAt,
+        firstActivation: null,
+        credits: input.credits === undefined ? undefined : initialCredits(input.credits, null),
+      },
+      policy,
+      createdAt,
+    )
     const key = await repo.insertKey(tx, {
       id: newId('key'),
       accountId: who.accountId,
@@ -101,10 +106,8 @@ export async function createKeyIn(
       keyHash,
       keyPrefix: keyValue.slice(0, 5),
       plan: input.plan ?? null,
-      // the column needs a number; with a policy and no own limit it is not read
-      activationLimit: input.activation_limit ?? policy?.activation_limit ?? 3,
-      expiresAt:
-        expiresAt ?? (!pending && duration !== null && typeof duration !== 'string' ? new Date(addPeriod(createdAt.getTime(), duration)) : null),
+      activationLimit: terms.activationLimit,
+      expiresAt: terms.expiresAt,
       metadata,
       releaseAfterSeconds: input.release_after_seconds ?? null,
       deactivationsAllowed: input.deactivations_allowed ?? null,
@@ -112,10 +115,10 @@ export async function createKeyIn(
       graceSeconds: input.grace_seconds ?? null,
       afterExpiry: input.after_expiry ?? null,
       policyId,
-      ownFields: policyId === null ? [] : given,
+      ownFields: terms.ownFields,
       createdAt,
-      pendingDuration: pending ? policy!.duration : null,
-      credits: initialCredits(input.credits, policy),
+      pendingDuration: terms.pendingDuration,
+      credits: terms.credits,
       externalId,
     })
     await emit(tx, who.accountId, 'key.created', key, actor)
@@ -148,89 +151,85 @@ export async function listKeys(
   return { data: keys, page, page_size: pageSize, total, has_more: (page + 1) * pageSize < total }
 }
 
+/**
+ * One change of a key, inside the caller's transaction: lock, read, ask the pure transition
+ * (lifecycle.ts), write, read back, emit its event with `actor`. Not found → 404; a refusal is
+ * returned for the caller to answer (the API: 409; a connector: recorded in its inbox). `keyHash`:
+ * the key's value hash before the change, for the caller to publish after the commit when changed.
+ */
+export async function changeKey(tx: Tx, actor: Actor, accountId: string, id: string, change: Change): Promise<Changed> {
+  const locked = isId('key', id) ? await repo.lockKey(tx, accountId, id) : null
+  if (!locked) throw notFound('key', id)
+  const before = (await repo.findKey(tx, accountId, id))!
+  const own = change.kind === 'patch' ? await repo.ownSettings(tx, id) : undefined
+  const t = transition({ key: before, own }, change)
+  if ('same' in t) return { kind: 'same', key: before, keyHash: locked.key_hash }
+  if ('refused' in t) return { kind: 'refused', key: before, keyHash: locked.key_hash, refusal: t.refused }
+  await write(tx, id, t.write)
+  const key = (await repo.findKey(tx, accountId, id))!
+  // the activations' copy of release_after_seconds follows the effective value
+  if (t.write.kind === 'settings' && key.release_after_seconds !== before.release_after_seconds) await repo.copyReleaseAfter(tx, id, key.release_after_seconds)
+  await emit(tx, accountId, t.event, key, actor)
+  return { kind: 'changed', key, keyHash: locked.key_hash, event: t.event }
+}
+
+export type Changed =
+  | { kind: 'changed'; key: Key; keyHash: string; event: KeyEventType }
+  | { kind: 'same'; key: Key; keyHash: string }
+  | { kind: 'refused'; key: Key; keyHash: string; refusal: Refusal }
+
+async function write(tx: Tx, id: string, w: Write): Promise<void> {
+  switch (w.kind) {
+    case 'revoke':
+      return repo.revokeKey(tx, id, w.reason)
+    case 'expiry':
+      return repo.extendKey(tx, id, w.expiresAt)
+    case 'suspend':
+      return repo.suspendKey(tx, id, w.reason, w.until)
+    case 'reinstate':
+      return repo.reinstateKey(tx, id)
+    case 'reissue':
+      return repo.reissueKey(tx, id, w.keyHash, w.keyPrefix)
+    case 'settings':
+      await repo.updateSettings(tx, id, w.settings)
+      if (w.credits !== undefined) await replaceCredits(tx, id, w.credits)
+  }
+}
+
+/** The API's frame around changeKey: one transaction, a refusal as its error, the invalidation once committed. */
+async function change(deps: Deps, who: Principal, id: string, c: Change): Promise<Changed & { kind: 'changed' | 'same' }> {
+  const done = await deps.sql.begin((tx) => changeKey(tx, byApiKey(who), who.accountId, id, c))
+  if (done.kind === 'refused') throw new AppError(done.refusal.code, done.refusal.message)
+  // the key is in every node's hot state: drop it everywhere before answering
+  if (done.kind === 'changed' && c.kind !== 'reissue') await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash: done.keyHash })
+  return done
+}
+
 /** Revoking is final and idempotent: a second revoke changes nothing and emits nothing. */
 export async function revokeKey(deps: Deps, who: Principal, id: string, reason: string | null): Promise<Key> {
-  const { key, keyHash, changed } = await deps.sql.begin(async (tx) => {
-    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!current) throw notFound('key', id)
-    const changed = current.status !== 'revoked'
-    if (changed) await repo.revokeKey(tx, id, reason)
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    if (changed) await emit(tx, who.accountId, 'key.revoked', key, byApiKey(who))
-    return { key, keyHash: current.key_hash, changed }
-  })
-  if (changed) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return key
+  return (await change(deps, who, id, { kind: 'revoke', reason })).key
 }
 
 /** New expiry (future) or null (perpetual). An expired key becomes active again; a revoked key is 409. */
 export async function extendKey(deps: Deps, who: Principal, id: string, expiresAtText: string | null): Promise<Key> {
   const expiresAt = expiresAtText === null ? null : futureInstant('body.expires_at', expiresAtText)
-  const { key, keyHash } = await deps.sql.begin(async (tx) => {
-    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!current) throw notFound('key', id)
-    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
-    await repo.extendKey(tx, id, expiresAt)
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.extended', key, byApiKey(who))
-    return { key, keyHash: current.key_hash }
-  })
-  await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return key
+  return (await change(deps, who, id, { kind: 'extend', expiresAt })).key
 }
 
 /**
- * PATCH: new settings, effective on every node before the answer. Omitted fields keep their value;
- * `metadata` and `entitlements` replace the whole object; with a policy, a value given becomes an
- * override and `reset` drops overrides (back to the policy's value; without a policy, to the default).
- * Nothing changed (e.g. `{}`) → the key as is, no event, no invalidation. A revoked key takes new
- * settings but stays revoked; a lower activation_limit releases no device.
+ * PATCH: new settings, effective on every node before the answer (the rules: lifecycle.ts). Nothing
+ * changed (e.g. `{}`) → the key as is, no event, no invalidation. A revoked key takes new settings but
+ * stays revoked; a lower activation_limit releases no device.
  */
 export async function patchKey(deps: Deps, who: Principal, id: string, input: PatchKeyBody): Promise<Key> {
   const metadata = input.metadata === undefined ? undefined : checkMetadata('body.metadata', input.metadata)
   const entitlements = input.entitlements === undefined ? undefined : checkOwnEntitlements('body.entitlements', input.entitlements)
-  const reset = new Set<Resettable>(input.reset ?? [])
-  for (const field of reset) if (input[field] !== undefined) throw invalid(`body.${field}`, 'cannot be set and reset in one call')
-  const wanted = input.credits == null ? input.credits : { remaining: input.credits.remaining, refill: checkRefill('body.credits.refill', input.credits.refill) }
-  const { key, keyHash } = await deps.sql.begin(async (tx) => {
-    const locked = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!locked) throw notFound('key', id)
-    const current = (await repo.findKey(tx, who.accountId, id))!
-    const own = await repo.ownSettings(tx, id)
-    const withPolicy = own.policyId !== null
-    const ownFields = new Set(own.ownFields)
-    for (const f of COLUMN_SETTINGS) {
-      if (reset.has(f)) ownFields.delete(f)
-      else if (input[f] !== undefined && withPolicy) ownFields.add(f)
-    }
-    const column = <T>(f: (typeof COLUMN_SETTINGS)[number], value: T | undefined, stored: T, dflt: T): T =>
-      reset.has(f) ? dflt : value === undefined ? stored : value
-    const next: repo.KeySettings = {
-      ownFields: [...ownFields].sort(),
-      plan: column('plan', input.plan, own.plan, null),
-      activationLimit: column('activation_limit', input.activation_limit, own.activationLimit, withPolicy ? own.activationLimit : 3),
-      metadata: metadata ?? own.metadata,
-      releaseAfterSeconds: column('release_after_seconds', input.release_after_seconds, own.releaseAfterSeconds, null),
-      deactivationsAllowed: column('deactivations_allowed', input.deactivations_allowed, own.deactivationsAllowed, null),
-      entitlements: reset.has('entitlements') ? {} : (entitlements ?? own.entitlements),
-      graceSeconds: reset.has('grace_seconds') ? null : input.grace_seconds === undefined ? own.graceSeconds : input.grace_seconds,
-      afterExpiry: reset.has('after_expiry') ? null : input.after_expiry === undefined ? own.afterExpiry : input.after_expiry,
-    }
-    const { policyId: _, ...before } = own
-    const stored = { ...before, ownFields: [...own.ownFields].sort() }
-    const credits = wanted !== undefined && !isDeepStrictEqual(wanted, current.credits && { remaining: current.credits.remaining, refill: current.credits.refill })
-    if (!credits && isDeepStrictEqual(next, stored)) return { key: current, keyHash: null }
-    await repo.updateSettings(tx, id, next)
-    if (credits) await replaceCredits(tx, id, input.credits!)
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    // the activations' copy of release_after_seconds follows the effective value
-    if (key.release_after_seconds !== current.release_after_seconds) await repo.copyReleaseAfter(tx, id, key.release_after_seconds)
-    await emit(tx, who.accountId, 'key.updated', key, byApiKey(who))
-    return { key, keyHash: locked.key_hash }
-  })
-  // the settings are in every node's hot state: drop it everywhere before answering
-  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return key
+  for (const field of input.reset ?? []) if (input[field] !== undefined) throw invalid(`body.${field}`, 'cannot be set and reset in one call')
+  const credits =
+    input.credits === undefined
+      ? undefined
+      : { input: input.credits, wanted: input.credits === null ? null : { remaining: input.credits.remaining, refill: checkRefill('body.credits.refill', input.credits.refill) } }
+  return (await change(deps, who, id, { kind: 'patch', input, metadata, entitlements, credits })).key
 }
 
 /**
@@ -240,37 +239,12 @@ export async function patchKey(deps: Deps, who: Principal, id: string, input: Pa
  */
 export async function suspendKey(deps: Deps, who: Principal, id: string, input: SuspendBody): Promise<Key> {
   const until = input.until ? futureInstant('body.until', input.until) : null
-  const reason = input.reason ?? null
-  const { key, keyHash } = await deps.sql.begin(async (tx) => {
-    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!current) throw notFound('key', id)
-    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
-    const before = (await repo.findKey(tx, who.accountId, id))!
-    const changed =
-      !current.suspended || before.suspend_reason !== reason || before.suspended_until !== (until === null ? null : until.toISOString())
-    if (!changed) return { key: before, keyHash: null }
-    await repo.suspendKey(tx, id, reason, until)
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.suspended', key, byApiKey(who))
-    return { key, keyHash: current.key_hash }
-  })
-  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return key
+  return (await change(deps, who, id, { kind: 'suspend', reason: input.reason ?? null, until })).key
 }
 
 /** Ends a suspension at once on every node; a key that is not suspended is answered as is, no event. */
 export async function reinstateKey(deps: Deps, who: Principal, id: string): Promise<Key> {
-  const { key, keyHash } = await deps.sql.begin(async (tx) => {
-    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!current) throw notFound('key', id)
-    if (!current.suspended) return { key: (await repo.findKey(tx, who.accountId, id))!, keyHash: null }
-    await repo.reinstateKey(tx, id)
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.reinstated', key, byApiKey(who))
-    return { key, keyHash: current.key_hash }
-  })
-  if (keyHash) await deps.bus.publish({ kind: 'key', accountId: who.accountId, keyHash })
-  return key
+  return (await change(deps, who, id, { kind: 'reinstate' })).key
 }
 
 /**
@@ -282,15 +256,7 @@ export async function reinstateKey(deps: Deps, who: Principal, id: string): Prom
 export async function reissueKey(deps: Deps, who: Principal, id: string): Promise<Key & { key_value: string }> {
   const keyValue = newKeyValue()
   const keyHash = hashKeyValue(normalizeKeyValue(keyValue)!)
-  const { key, oldHash } = await deps.sql.begin(async (tx) => {
-    const current = isId('key', id) ? await repo.lockKey(tx, who.accountId, id) : null
-    if (!current) throw notFound('key', id)
-    if (current.status === 'revoked') throw new AppError('key_revoked', `Key ${id} is revoked; revoking is final`)
-    await repo.reissueKey(tx, id, keyHash, keyValue.slice(0, 5))
-    const key = (await repo.findKey(tx, who.accountId, id))!
-    await emit(tx, who.accountId, 'key.reissued', key, byApiKey(who))
-    return { key, oldHash: current.key_hash }
-  })
-  await deps.bus.publish({ kind: 'keys', keyHashes: [oldHash, keyHash] })
-  return { ...key, key_value: keyValue }
+  const done = await change(deps, who, id, { kind: 'reissue', keyHash, keyPrefix: keyValue.slice(0, 5) })
+  await deps.bus.publish({ kind: 'keys', keyHashes: [done.keyHash, keyHash] })
+  return { ...done.key, key_value: keyValue }
 }

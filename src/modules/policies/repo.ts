@@ -2,6 +2,7 @@ import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import type { RefillRule } from '../../core/credits'
+import { KEY_SETTINGS, type SettingValues } from '../../core/key-settings'
 import type { Policy } from './model'
 
 type Row = Omit<Policy, 'created_at' | 'updated_at'> & { created_at: Date; updated_at: Date }
@@ -13,18 +14,13 @@ const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, p.plan, p.act
   p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.credits, p.metadata,
   (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
 
-/** The settings a policy gives its keys (what validate and the key object merge). */
-export interface PolicySettings {
-  plan: string | null
-  activation_limit: number
+/**
+ * The settings a policy gives its keys (what validate and the key object merge): the inherited ones of
+ * core/key-settings.ts, and the term its new keys start with.
+ */
+export interface PolicySettings extends SettingValues {
   duration: string | null
   expiry_basis: 'creation' | 'first_activation'
-  one_key_per_device: boolean
-  grace_seconds: number
-  after_expiry: 'refuse' | 'keep'
-  release_after_seconds: number | null
-  deactivations_allowed: number | null
-  entitlements: Record<string, true | number | string>
 }
 
 export interface PolicyWrite extends PolicySettings {
@@ -115,26 +111,46 @@ export async function loadPolicySettings(sql: Sql, id: string): Promise<PolicySe
 export const joinPolicy = (sql: Sql | Tx) => sql`left join policies p on p.id = k.policy_id`
 
 /** One of the settings a key may set itself: its own value when it does (or has no policy), else the policy's. */
-const own = (sql: Sql | Tx, field: 'plan' | 'activation_limit' | 'release_after_seconds' | 'deactivations_allowed') =>
-  sql`case when k.policy_id is null or ${field} = any(k.own_fields) then k.${sql(field)} else p.${sql(field)} end`
+const own = (sql: Sql | Tx, column: string) =>
+  sql`case when k.policy_id is null or ${column} = any(k.own_fields) then k.${sql(column)} else p.${sql(column)} end`
 
 /** The effective plan of `k` (for filters). */
 export const effectivePlan = (sql: Sql | Tx) => own(sql, 'plan')
 
+/** A default as an SQL literal: the table's constants only (numbers, words, booleans, `{}`), never input. */
+function literal(value: unknown): string {
+  if (value === null) return 'null'
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value)
+  if (typeof value === 'string' && /^[a-z_]+$/.test(value)) return `'${value}'`
+  if (typeof value === 'object' && Object.keys(value).length === 0) return `'{}'`
+  throw new Error(`no SQL literal for the default ${JSON.stringify(value)}`)
+}
+
+/** One inherited setting of `k` over `p`, by the rule core/key-settings.ts names for it. */
+function effectiveColumn(sql: Sql | Tx, s: (typeof KEY_SETTINGS)[number]) {
+  const c = sql(s.column)
+  switch (s.inherit) {
+    case 'flagged':
+      return sql`${own(sql, s.column)} as ${sql(s.field)}`
+    case 'nullable':
+      return sql`coalesce(k.${c}, p.${c}, ${sql.unsafe(literal(s.default))}) as ${sql(s.field)}`
+    case 'merged':
+      return sql`jsonb_strip_nulls(coalesce(p.${c}, ${sql.unsafe(literal(s.default))}) || k.${c}) as ${sql(s.field)}`
+    case 'policy':
+      return sql`coalesce(p.${c}, ${sql.unsafe(literal(s.default))}) as ${sql(s.field)}`
+  }
+}
+
 /**
- * The effective settings of key `k` joined to its policy `p` (joinPolicy): the key's own value, else
- * the policy's, else the default; entitlements are the policy's map with the key's own merged over
- * it, nulls removed (core/entitlements.ts states the same rule).
+ * The effective settings of key `k` joined to its policy `p` (joinPolicy), generated from the table in
+ * core/key-settings.ts (which states the same rule as `effective`): the key's own value, else the
+ * policy's, else the default; entitlements are the policy's map with the key's own merged over it,
+ * nulls removed.
  */
-export const effectiveSettings = (sql: Sql | Tx) => sql`
-  ${own(sql, 'plan')} as plan,
-  ${own(sql, 'activation_limit')} as activation_limit,
-  ${own(sql, 'release_after_seconds')} as release_after_seconds,
-  ${own(sql, 'deactivations_allowed')} as deactivations_allowed,
-  coalesce(k.grace_seconds, p.grace_seconds, 0) as grace_seconds,
-  coalesce(k.after_expiry, p.after_expiry, 'refuse') as after_expiry,
-  jsonb_strip_nulls(coalesce(p.entitlements, '{}') || k.entitlements) as entitlements,
-  coalesce(p.one_key_per_device, false) as one_key_per_device`
+export const effectiveSettings = (sql: Sql | Tx) => {
+  const parts = KEY_SETTINGS.map((s) => effectiveColumn(sql, s))
+  return parts.slice(1).reduce((all, part) => sql`${all}, ${part}`, parts[0]!)
+}
 
 /** Whether validate refuses `k` for its expiry (past expires_at + grace, not kept), with its policy's terms. */
 export const expiryRefused = (sql: Sql | Tx) =>

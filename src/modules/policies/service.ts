@@ -13,6 +13,7 @@ import { byApiKey, emit } from '../events/outbox'
 import type { CreatePolicyBody, PatchPolicyBody, Policy } from './model'
 import { checkRefill } from '../credits/service'
 import type { PolicyCreditsIn } from '../credits/model'
+import { SETTING_DEFAULTS } from '../../core/key-settings'
 import * as repo from './repo'
 
 function checkDuration(field: string, text: string | null): string | null {
@@ -36,15 +37,16 @@ function checkPolicyCredits(credits: PolicyCreditsIn): repo.PolicyWrite['credits
 export async function createPolicy(deps: Deps, who: Principal, input: CreatePolicyBody, record?: RecordCreated): Promise<Policy> {
   const write: repo.PolicyWrite = {
     name: input.name,
-    plan: input.plan ?? null,
-    activation_limit: input.activation_limit ?? 3,
+    // a setting not given: its default (core/key-settings.ts)
+    plan: input.plan ?? SETTING_DEFAULTS.plan,
+    activation_limit: input.activation_limit ?? SETTING_DEFAULTS.activation_limit,
     duration: checkDuration('body.duration', input.duration ?? null),
     expiry_basis: input.expiry_basis ?? 'creation',
-    one_key_per_device: input.one_key_per_device ?? false,
-    grace_seconds: input.grace_seconds ?? 0,
-    after_expiry: input.after_expiry ?? 'refuse',
-    release_after_seconds: input.release_after_seconds ?? null,
-    deactivations_allowed: input.deactivations_allowed ?? null,
+    one_key_per_device: input.one_key_per_device ?? SETTING_DEFAULTS.one_key_per_device,
+    grace_seconds: input.grace_seconds ?? SETTING_DEFAULTS.grace_seconds,
+    after_expiry: input.after_expiry ?? SETTING_DEFAULTS.after_expiry,
+    release_after_seconds: input.release_after_seconds ?? SETTING_DEFAULTS.release_after_seconds,
+    deactivations_allowed: input.deactivations_allowed ?? SETTING_DEFAULTS.deactivations_allowed,
     entitlements: input.entitlements === undefined ? {} : checkPolicyEntitlements('body.entitlements', input.entitlements),
     credits: input.credits === undefined ? null : checkPolicyCredits(input.credits),
     metadata: input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata),

@@ -10,6 +10,7 @@ import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
 import { KeyCredits } from '../credits'
+import { OVERRIDABLE } from '../../../core/key-settings'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
 /** Where a setting of a key with a policy comes from, for its field's hint. */
@@ -99,7 +100,7 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
     setSaved(false)
     set((e.target as HTMLInputElement).value)
   }
-  const fields = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'metadata']
+  const fields = [...OVERRIDABLE.filter((f) => f !== 'entitlements'), 'metadata']
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby="settings-h" novalidate>
     <h2 id="settings-h">Settings</h2>
     <div class="form-grid pairs">
@@ -149,20 +150,23 @@ function Settings({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   </form>`
 }
 
-/** Each inherited setting: this key's effective value, its policy's, and a reset for what the key sets itself. */
-const INHERITED: { field: Resettable; label: string; show: (v: never) => string }[] = [
-  { field: 'plan', label: 'Plan', show: (v: string | null) => v ?? '—' },
-  { field: 'activation_limit', label: 'Devices allowed', show: (v: number) => String(v) },
-  { field: 'release_after_seconds', label: 'Inactive devices', show: releaseInWords },
-  { field: 'deactivations_allowed', label: 'Released by the holder', show: limitInWords },
-  { field: 'grace_seconds', label: 'Grace after expiry', show: graceInWords },
-  { field: 'after_expiry', label: 'After expiry', show: afterExpiryInWords },
-  {
-    field: 'entitlements',
+/**
+ * Each inherited setting (core/key-settings.ts: a setting added there does not compile here until it
+ * has a label): this key's effective value, its policy's, and a reset for what the key sets itself.
+ */
+const SHOWN: Record<Resettable, { label: string; show: (v: never) => string }> = {
+  plan: { label: 'Plan', show: (v: string | null) => v ?? '—' },
+  activation_limit: { label: 'Devices allowed', show: (v: number) => String(v) },
+  release_after_seconds: { label: 'Inactive devices', show: releaseInWords },
+  deactivations_allowed: { label: 'Released by the holder', show: limitInWords },
+  grace_seconds: { label: 'Grace after expiry', show: graceInWords },
+  after_expiry: { label: 'After expiry', show: afterExpiryInWords },
+  entitlements: {
     label: 'Entitlements',
     show: (v: Record<string, true | number | string>) => (Object.keys(v).length ? Object.entries(v).map(([c, x]) => (x === true ? c : `${c} ${showValue(x)}`)).join(', ') : 'None'),
   },
-]
+}
+const INHERITED = OVERRIDABLE.map((field) => ({ field, ...SHOWN[field] }))
 
 function Inheritance({ k, policy, onDone }: { k: KeyDetail; policy: Policy; onDone: () => void }) {
   const [what, setWhat] = useState<string | null>(null)

@@ -22,6 +22,7 @@ import { Badge, Field, FormProblem, html, invalid, LoadError, navigate, num, Pag
 import type { KeyPage } from '../../../modules/keys/model'
 import type { Policy, PolicyList as PolicyListSchema } from '../../../modules/policies/model'
 import type { ProductList } from '../../../modules/products/model'
+import { KEY_SETTINGS, SETTING_DEFAULTS } from '../../../core/key-settings'
 
 /** The model exports the schema only: its static type is the answer's. */
 type PolicyList = (typeof PolicyListSchema)['static']
@@ -29,7 +30,8 @@ type PolicyList = (typeof PolicyListSchema)['static']
 const basisInWords = (b: Policy['expiry_basis']) => (b === 'first_activation' ? 'from the first activation' : 'from creation')
 
 /** The fields of the form in the API's names, and the ones that move existing keys when edited. */
-const INHERITED = ['plan', 'activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'one_key_per_device'] as const
+// what a key inherits is core/key-settings.ts's table; entitlements have their own editor on the page
+const INHERITED = KEY_SETTINGS.map((s) => s.field).filter((f) => f !== 'entitlements')
 const FOR_NEW_KEYS = ['duration', 'expiry_basis'] as const
 const LABELS: Record<string, string> = {
   name: 'Name',
@@ -73,7 +75,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
   const [product, setProduct] = useState(productId || products?.[0]?.id || '')
   const [name, setName] = useState(policy?.name ?? '')
   const [plan, setPlan] = useState(policy?.plan ?? '')
-  const [limit, setLimit] = useState(String(policy?.activation_limit ?? 3))
+  const [limit, setLimit] = useState(String(policy?.activation_limit ?? SETTING_DEFAULTS.activation_limit))
   const [duration, setDuration] = useState(policy?.duration ?? '')
   const [basis, setBasis] = useState<Policy['expiry_basis']>(policy?.expiry_basis ?? 'creation')
   const [graceAmount, setGraceAmount] = useState(grace.amount)

@@ -19,6 +19,7 @@
 //   not one per request. They live in their own fixed-size table (`maxUnknownKeys`, absent-keys.ts):
 //   a flood of random keys churns that table and never evicts a known key.
 import { mergeEntitlements } from '../../../core/entitlements'
+import { SETTING_DEFAULTS } from '../../../core/key-settings'
 import type { PolicyTerms } from '../policy-cache'
 import type { Bus } from '../../../infra/bus'
 import { AbsentKeys } from './absent-keys'
@@ -62,11 +63,12 @@ export interface KeyRef {
 export function applyPolicy(state: KeyState, policy: PolicyTerms | null): KeyState {
   if (state.own === null || state.mergedFrom === policy) return state
   const own = state.own
-  state.plan = 'plan' in own ? own.plan! : (policy?.plan ?? null)
-  state.limit = own.limit ?? policy?.limit ?? 3
-  state.graceMs = own.graceMs ?? policy?.graceMs ?? 0
-  state.keep = own.keep ?? policy?.keep ?? false
-  state.oneKeyPerDevice = policy?.oneKeyPerDevice ?? false
+  // the rule of core/key-settings.ts (`effective`) in the hot state's units; its defaults
+  state.plan = 'plan' in own ? own.plan! : (policy?.plan ?? SETTING_DEFAULTS.plan)
+  state.limit = own.limit ?? policy?.limit ?? SETTING_DEFAULTS.activation_limit
+  state.graceMs = own.graceMs ?? policy?.graceMs ?? SETTING_DEFAULTS.grace_seconds * 1000
+  state.keep = own.keep ?? policy?.keep ?? SETTING_DEFAULTS.after_expiry === 'keep'
+  state.oneKeyPerDevice = policy?.oneKeyPerDevice ?? SETTING_DEFAULTS.one_key_per_device
   state.entitlements = Object.keys(own.entitlements).length === 0 && policy ? policy.entitlements : Object.freeze(mergeEntitlements(policy?.entitlements ?? null, own.entitlements))
   state.mergedFrom = policy
   state.answer = null
