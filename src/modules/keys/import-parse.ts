@@ -6,6 +6,7 @@
 import { parse } from 'csv-parse/sync'
 import { AppError, invalid, type FieldError } from '../../core/errors'
 import { findUnstorable, UNSTORABLE } from '../../http/kernel'
+import { spreadsheetPlain } from './csv-cells'
 
 /** At most this many rows per request (more: 413). */
 export const MAX_IMPORT_ROWS = 10_000
@@ -119,7 +120,8 @@ function csvRows(text: string): RawRow[] {
     const fields: Record<string, unknown> = {}
     const problems: FieldError[] = []
     header.forEach((column, i) => {
-      const cell = record[i]!
+      // an export's quote before a would-be formula is not part of the value
+      const cell = spreadsheetPlain(record[i]!)
       if (cell === '') return // an empty cell is an absent field
       if (JSON_COLUMNS.has(column)) {
         try {
