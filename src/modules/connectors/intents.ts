@@ -41,6 +41,19 @@ export class BadSignature extends Error {}
 /** The payload verified but is not what the provider documents: 400, nothing processed. */
 export class Malformed extends Error {}
 
+/**
+ * How far in the future a signature's timestamp may be (our clock behind the provider's). The
+ * libraries only refuse old timestamps; a signature dated later than this is refused too, so a captured
+ * future-dated request cannot be held back and replayed once its time comes (docs/payments.md).
+ */
+export const FUTURE_SKEW_SECONDS = 30
+
+/** Refuses a signature timestamp (Unix seconds) further ahead of this node's clock than FUTURE_SKEW_SECONDS. */
+export function notFromTheFuture(timestamp: number, now = Date.now()) {
+  const ahead = timestamp - Math.floor(now / 1000)
+  if (ahead > FUTURE_SKEW_SECONDS) throw new BadSignature(`the signature is dated ${ahead} s in the future (more than ${FUTURE_SKEW_SECONDS} s ahead of this server)`)
+}
+
 /** Unix seconds (Stripe) → Date. */
 export const fromUnix = (s: unknown): Date | null => (typeof s === 'number' && Number.isFinite(s) ? new Date(s * 1000) : null)
 /** An RFC 3339 instant (Paddle, Lemon Squeezy) → Date. */

@@ -1,9 +1,9 @@
-// Stripe: the signature (`Stripe-Signature`, 300 s tolerance) verified by the `stripe` package, and the
+// Stripe: the signature (`Stripe-Signature`, 300 s old at most, 30 s ahead at most) verified by the `stripe` package, and the
 // events read from the payload alone. Both API shapes are read: the current one (invoice.parent,
 // line.pricing.price_details, item.current_period_end) and the one before 2025 (invoice.subscription,
 // line.price, subscription.current_period_end).
 import Stripe from 'stripe'
-import { BadSignature, fromUnix, Malformed, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, fromUnix, Malformed, notFromTheFuture, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // No API key: the client is only used for its webhook helpers, which never call Stripe.
 const stripe = new Stripe('sk_unused_keyward_verifies_webhooks_only')
@@ -12,8 +12,9 @@ export const STRIPE_TOLERANCE_SECONDS = 300
 export async function verifyStripe(raw: Buffer, headers: Headers, secret: string): Promise<Stripe.Event> {
   const signature = headers.get('stripe-signature')
   if (!signature) throw new BadSignature('the Stripe-Signature header is missing')
+  let event: Stripe.Event
   try {
-    return await stripe.webhooks.constructEventAsync(raw, signature, secret, STRIPE_TOLERANCE_SECONDS)
+    event = await stripe.webhooks.constructEventAsync(raw, signature, secret, STRIPE_TOLERANCE_SECONDS)
   } catch (err) {
     // the signature verified but the body is not JSON
     if (err instanceof SyntaxError) throw new Malformed('the body is not JSON')
@@ -23,6 +24,9 @@ export async function verifyStripe(raw: Buffer, headers: Headers, secret: string
     if (/unable to extract timestamp/i.test(message)) throw new BadSignature('the Stripe-Signature header is malformed')
     throw new BadSignature('no signature in the header matches the body under this signing secret')
   }
+  // verified, so `t=` is the signed timestamp: the library refuses it only when old (intents.ts)
+  notFromTheFuture(Number(/(?:^|,)\s*t=(\d+)/.exec(signature)![1]))
+  return event
 }
 
 const idOf = (v: unknown): string | null => (typeof v === 'string' ? v : optStr((v as { id?: unknown } | null)?.id))
