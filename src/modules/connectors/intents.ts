@@ -9,15 +9,17 @@ export interface Line {
 }
 
 /**
+ * `email`: the buyer's address, only when it is one valid address (buyerEmail); else null, and
+ * `emailProblem` says why there is no mail (the key is issued all the same).
  * `refs`: the provider objects this event is about (subscription, order, payment, invoice, checkout
  * session ids, prefixed by kind): a new key is linked to all of them, and later events find their
  * keys by any of them. The first ref is the one the event's keys are created under (at most once).
  */
 export type Intent =
   /** One-time purchase paid: a key per mapped line. */
-  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string> }
+  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string> }
   /** Subscription started or renewed: its key created (when `create`), or its expiry moved to the period's end. */
-  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
+  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
   | { kind: 'suspend'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
   /** Ends a suspension of this reason (a dispute won, a subscription resumed). */
   | { kind: 'reinstate'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
@@ -77,3 +79,18 @@ export function obj(v: unknown, what: string): Record<string, any> {
 }
 
 export const quantity = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 1 ? v : 1)
+
+/**
+ * One address as the HTML standard defines a valid e-mail address (local@domain, domain labels of
+ * letters, digits and hyphens), 254 characters at most: so no list, no display name, no quotes, no
+ * spaces and no CR/LF can reach the mail's To (docs/payments.md, "Key emails").
+ */
+const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+
+/** The buyer's address from a payload value: `email` only when it is one valid address (see EMAIL). */
+export function buyerEmail(v: unknown): { email: string | null; emailProblem?: string } {
+  const given = optStr(v)
+  if (given === null) return { email: null }
+  if (given.length <= 254 && EMAIL.test(given)) return { email: given }
+  return { email: null, emailProblem: 'no mail: the buyer email in the payload is not one valid address' }
+}
