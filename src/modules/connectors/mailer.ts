@@ -5,6 +5,7 @@
 // Neither the value nor the mail's text is ever logged.
 import { readFileSync } from 'node:fs'
 import nodemailer, { type Transporter } from 'nodemailer'
+import { canMail } from '../../config'
 import type { Deps } from '../../deps'
 import { open } from '../../infra/crypto'
 
@@ -64,8 +65,8 @@ export class Mailer {
     /** How long a claim keeps other nodes off a mail; renewed while the SMTP server answers (see send). */
     private readonly leaseMs = LEASE_MS,
   ) {
-    const { smtpUrl, mailFrom, mailTemplate } = deps.config
-    this.transport = smtpUrl && mailFrom ? nodemailer.createTransport(smtpUrl) : null
+    const { smtpUrl, mailTemplate } = deps.config
+    this.transport = canMail(deps.config) ? nodemailer.createTransport(smtpUrl!) : null
     // read once at startup: a missing file fails the start, not a purchase
     this.template = mailTemplate ? readFileSync(mailTemplate, 'utf8') : DEFAULT_TEMPLATE
   }
