@@ -4,7 +4,7 @@
 import { expect, setDefaultTimeout, test } from 'bun:test'
 import { newKey, newProduct, useHarness } from '../support/harness'
 import { expectProblem } from '../support/helpers'
-import { newPolicy } from '../connectors/helpers'
+import { connectorSetup, deliver, newPolicy, stripeEvent, stripeHeaders } from '../connectors/helpers'
 
 setDefaultTimeout(60_000)
 
@@ -85,4 +85,26 @@ test('a surrogate pair (an emoji) is text like any other: stored and read back',
   const res = await h.call('POST', '/v1/keys', { token, body: { product_id: product.id, metadata: { note: '😀 \ud83d\ude00' } } })
   expect(res.status).toBe(201)
   expect(res.body.metadata).toEqual({ note: '😀 😀' })
+})
+
+test('a signed provider payload: 400 malformed (not a 500 where its ids are written), no key', async () => {
+  const s = await connectorSetup(h, 'stripe', ['price_a'])
+  for (const customer of ['cus_\ud800', 'cus_\u0000']) {
+    const session = {
+      id: `cs_${Math.random().toString(36).slice(2, 12)}`,
+      object: 'checkout.session',
+      mode: 'payment',
+      payment_status: 'paid',
+      payment_intent: `pi_${Math.random().toString(36).slice(2, 12)}`,
+      customer,
+      metadata: { keyward_price: 'price_a' },
+    }
+    const payload = JSON.stringify(stripeEvent('checkout.session.completed', session))
+    const res = await deliver(h, s.connector.endpoint_path, payload, stripeHeaders(payload))
+    const problem = expectProblem(res, 400, 'invalid_request')
+    expect(problem.errors[0].field).toBe('body')
+    expect(problem.errors[0].message).toContain('lone UTF-16 surrogate')
+  }
+  const [{ n }] = await h.node.deps.sql<{ n: number }[]>`select count(*)::int as n from license_keys where account_id = ${s.id}`
+  expect(n).toBe(0)
 })

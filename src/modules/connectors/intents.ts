@@ -1,6 +1,7 @@
 // What a provider event means for keys, in Keyward's words: each provider's reader (providers/*.ts)
 // turns its payload into one Intent, read from the payload alone; apply.ts carries it out. The same
 // meaning for every provider (the lifecycle table of docs/payments.md).
+import { findUnstorable } from '../../http/kernel'
 
 /** A priced line: the provider's price (or variant) id and how many were bought. */
 export interface Line {
@@ -54,6 +55,16 @@ export const FUTURE_SKEW_SECONDS = 30
 export function notFromTheFuture(timestamp: number, now = Date.now()) {
   const ahead = timestamp - Math.floor(now / 1000)
   if (ahead > FUTURE_SKEW_SECONDS) throw new BadSignature(`the signature is dated ${ahead} s in the future (more than ${FUTURE_SKEW_SECONDS} s ahead of this server)`)
+}
+
+/**
+ * A verified payload holds only text Postgres can store (no NUL, no lone UTF-16 surrogate: kernel.ts
+ * `unstorable`, the rule of every JSON body); else it is malformed, not a 500 where its ids are written.
+ */
+export function storable<T>(payload: T): T {
+  const bad = findUnstorable(payload, 'body')
+  if (bad !== null) throw new Malformed(`${bad} holds a NUL character or a lone UTF-16 surrogate`)
+  return payload
 }
 
 /** Unix seconds (Stripe) → Date. */

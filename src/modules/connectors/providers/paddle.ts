@@ -3,7 +3,7 @@
 // more than 30 s ahead is refused here (intents.ts).
 // The payload is read as sent (snake_case, the shapes of the SDK's notification types).
 import { Paddle, Webhooks } from '@paddle/paddle-node-sdk'
-import { BadSignature, buyerEmail, fromIso, Malformed, notFromTheFuture, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, fromIso, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // The SDK picks its crypto (Node's or Web Crypto, by runtime) when a client is constructed; without
 // one, isSignatureValid answers false for every signature. The client never calls Paddle here.
@@ -23,11 +23,13 @@ export async function verifyPaddle(raw: Buffer, headers: Headers, secret: string
   if (!valid) throw new BadSignature('the signature does not match the body, or it is stale')
   // verified, so `ts=` is the signed timestamp: the SDK refuses it only when old (intents.ts)
   notFromTheFuture(Number(/(?:^|;)\s*ts=(\d+)/.exec(signature)![1]))
+  let payload: unknown
   try {
-    return JSON.parse(text)
+    payload = JSON.parse(text)
   } catch {
     throw new Malformed('the body is not JSON')
   }
+  return storable(payload)
 }
 
 function lines(items: unknown): Line[] {

@@ -3,7 +3,7 @@
 // line.pricing.price_details, item.current_period_end) and the one before 2025 (invoice.subscription,
 // line.price, subscription.current_period_end).
 import Stripe from 'stripe'
-import { BadSignature, buyerEmail, fromUnix, Malformed, notFromTheFuture, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, fromUnix, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // No API key: the client is only used for its webhook helpers, which never call Stripe.
 const stripe = new Stripe('sk_unused_keyward_verifies_webhooks_only')
@@ -26,7 +26,7 @@ export async function verifyStripe(raw: Buffer, headers: Headers, secret: string
   }
   // verified, so `t=` is the signed timestamp: the library refuses it only when old (intents.ts)
   notFromTheFuture(Number(/(?:^|,)\s*t=(\d+)/.exec(signature)![1]))
-  return event
+  return storable(event)
 }
 
 const idOf = (v: unknown): string | null => (typeof v === 'string' ? v : optStr((v as { id?: unknown } | null)?.id))
