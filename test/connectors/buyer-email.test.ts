@@ -50,7 +50,7 @@ const BAD = [
   'alice@-example.com',
   `${'a'.repeat(65)}@example.com`,
   `a@${'b'.repeat(250)}.com`,
-  'a\u0000@example.com',
+  'a\u0007@example.com',
 ]
 const GOOD = ['alice@example.com', 'first.last+tag@mail.example.co.uk', "o'brien@example.ie", 'a@localhost']
 
