@@ -87,6 +87,9 @@ const CONTRACT_RETRY_DELAYS_MS = [5e3, 3e5, 1.8e6, 7.2e6, 1.8e7, 3.6e7, 3.6e7]
 // 1 min, 5 min, 30 min, 2 h, 6 h, 12 h: seven attempts over about 21 hours, then the mail is given up.
 const MAIL_RETRY_DELAYS_MS = [6e4, 3e5, 1.8e6, 7.2e6, 2.16e7, 4.32e7]
 
+/** Whether a node can send key emails: SMTP_URL and MAIL_FROM both set (docs/payments.md). */
+export const canMail = (config: Pick<Config, 'smtpUrl' | 'mailFrom'>) => Boolean(config.smtpUrl && config.mailFrom)
+
 export class ConfigError extends Error {}
 
 export function parseSecretKey(text: string): Uint8Array {

@@ -1,5 +1,5 @@
 // One Keyward node: adapters chosen once from the config, the HTTP app, background jobs, shutdown.
-import type { Config } from './config'
+import { canMail, type Config } from './config'
 import { createApp, type App, type NodeDeps } from './app'
 import { drain } from './http/drain'
 import { LocalBus, type Bus } from './infra/bus'
@@ -56,7 +56,7 @@ export async function openDb(config: Config): Promise<Db> {
 /** Everything a node shares, built here once and passed down (nothing is built on first use elsewhere). */
 export async function buildDeps(config: Config, db: Db, log: Logger): Promise<NodeDeps> {
   // Cluster mode per dependency: NATS for invalidations, Redis for shared counters (see infra/).
-  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log, trustWindowMs: config.degradedTtlMs }) : new LocalBus()
+  const bus: Bus = config.natsUrl ? await NatsBus.start({ url: config.natsUrl, sql: db.sql, log, trustWindowMs: config.degradedTtlMs, canMail: canMail(config) }) : new LocalBus()
   const counters: Counters = config.redisUrl ? await RedisCounters.start({ url: config.redisUrl, log, sql: db.sql }) : await MemoryCounters.start(db.sql)
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   const base = { config, db, sql: db.sql, bus, counters, log, accessLog: new AccessLog(log), principals, secretKey: resolveSecretKey(config) }

@@ -70,11 +70,11 @@ export async function readText(request: Request, limit = BODY_LIMIT): Promise<st
 export const notJson = () =>
   new AppError('invalid_request', 'The request body is not valid JSON', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
 
-/** A parsed body as the contract wants it: an object, no NUL in any string or key. */
+/** A parsed body as the contract wants it: an object, every string and key storable (see unstorable). */
 export function checkJsonObject(value: unknown): object {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid('body', 'must be a JSON object')
   // The walk that names the field builds a path string per property: only run it once we know.
-  if (hasNul(value)) throw invalid(findNul(value, 'body') ?? 'body', 'must not contain NUL characters')
+  if (hasUnstorable(value)) throw invalid(findUnstorable(value, 'body') ?? 'body', UNSTORABLE)
   return value
 }
 
@@ -118,20 +118,28 @@ export async function readBody(request: Request, limit = BODY_LIMIT): Promise<Ui
   return Buffer.concat(chunks, size)
 }
 
-function hasNul(value: unknown): boolean {
-  if (typeof value === 'string') return value.includes('\u0000')
+/**
+ * Text Postgres cannot store: NUL (in text or jsonb), and a lone UTF-16 surrogate, which JSON can spell
+ * (`"\ud800"`) but jsonb refuses and UTF-8 cannot encode. Checked once for every JSON a request brings
+ * (docs/api.md, "Errors"), so no route meets it as a 500 when it writes.
+ */
+export const unstorable = (s: string) => s.includes('\u0000') || !s.isWellFormed()
+export const UNSTORABLE = 'must not contain NUL characters or lone UTF-16 surrogates'
+
+function hasUnstorable(value: unknown): boolean {
+  if (typeof value === 'string') return unstorable(value)
   if (value === null || typeof value !== 'object') return false
-  for (const k in value) if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k])) return true
+  for (const k in value) if (unstorable(k) || hasUnstorable((value as Record<string, unknown>)[k])) return true
   return false
 }
 
-/** The path of the first string (or object key) holding U+0000, or null. */
-function findNul(value: unknown, path: string): string | null {
-  if (typeof value === 'string') return value.includes('\u0000') ? path : null
+/** The path of the first string (or object key) that cannot be stored (see unstorable) under `path`, or null. */
+export function findUnstorable(value: unknown, path: string): string | null {
+  if (typeof value === 'string') return unstorable(value) ? path : null
   if (value === null || typeof value !== 'object') return null
   for (const [k, v] of Object.entries(value)) {
-    if (k.includes('\u0000')) return path
-    const found = findNul(v, `${path}.${k}`)
+    if (unstorable(k)) return path
+    const found = findUnstorable(v, `${path}.${k}`)
     if (found) return found
   }
   return null

@@ -3,10 +3,21 @@
 // NATS is down or was just restarted (NATS alone would know only the nodes heard since it reconnected).
 import type { Sql } from './db'
 
-/** Renews this node's row with what it has seen; returns the change sequence's value, read after. */
-export async function beat(sql: Sql, node: string, seenSeq: number): Promise<number> {
-  const [row] = await sql<{ v: string }[]>`select cluster_beat(${node}, ${seenSeq})::text as v`
+/**
+ * Renews this node's row with what it has seen, and whether it can send key emails (sql/033: /readyz
+ * warns on a node without mail in a cluster whose other nodes have it); returns the change sequence's
+ * value, read after.
+ */
+export async function beat(sql: Sql, node: string, seenSeq: number, canMail = false): Promise<number> {
+  const [row] = await sql<{ v: string }[]>`select cluster_beat(${node}, ${seenSeq}, ${canMail})::text as v`
   return Number(row!.v)
+}
+
+/** Whether another node that renewed within `windowMs` can send key emails. */
+export async function othersCanMail(sql: Sql, windowMs: number): Promise<boolean> {
+  const [row] = await sql<{ yes: boolean }[]>`select exists (select 1 from cluster_nodes
+    where can_mail and heard_at > clock_timestamp() - make_interval(secs => ${windowMs / 1000})) as yes`
+  return row!.yes
 }
 
 /**

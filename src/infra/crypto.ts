@@ -162,5 +162,18 @@ export const scopedKeyHash = (accountId: string, portableHex: string, encoding: 
 export const pendingKeyHash = (accountId: string, sha256Hex: string, encoding: 'hex' | 'base64' = 'hex') =>
   hash('sha256', `license-key-sha256@${accountId}:${sha256Hex}`, encoding)
 
-/** The start of a value as key_prefix shows it: the canonical form's, else the exact value's. */
-export const keyPrefixOf = (value: string) => (normalizeKeyValue(value) ?? value.trim()).slice(0, 5)
+/** An imported value shorter than this shows no key_prefix at all (docs/migrating.md). */
+export const MIN_PREFIXED_VALUE = 12
+
+/**
+ * The start of a value as key_prefix shows it: a Keyward value's first 5 canonical characters (of 25);
+ * any other value's first third at most (5 characters at most), and nothing when it is shorter than
+ * MIN_PREFIXED_VALUE: a prefix is for support look-ups and must not give away most of a short secret.
+ */
+export function keyPrefixOf(value: string): string {
+  const canonical = normalizeKeyValue(value)
+  if (canonical !== null) return canonical.slice(0, 5)
+  const chars = [...value.trim()]
+  if (chars.length < MIN_PREFIXED_VALUE) return ''
+  return chars.slice(0, Math.min(5, Math.floor(chars.length / 3))).join('')
+}

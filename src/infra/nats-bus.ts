@@ -31,6 +31,8 @@ export interface NatsBusOptions {
   trustWindowMs?: number
   /** How long startup waits for a first connection before serving in state 'down'. */
   connectWaitMs?: number
+  /** This node can send key emails (SMTP_URL and MAIL_FROM set): said in its membership row. */
+  canMail?: boolean
 }
 
 const sent = invalidations.labels('sent')
@@ -62,6 +64,7 @@ export class NatsBus implements Bus {
       trustWindowMs: this.trustWindowMs,
       ackTimeoutMs: opts.ackTimeoutMs ?? 1000,
       busUp: () => this.current === 'ok',
+      canMail: opts.canMail,
       resync: (cause, upTo) => this.resync(cause, upTo),
     })
     this.waits = new PublishWaits({ sql: opts.sql, log: opts.log, nodeId: this.nodeId, trustWindowMs: this.trustWindowMs })

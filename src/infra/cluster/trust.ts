@@ -18,6 +18,8 @@ export interface TrustOptions {
   ackTimeoutMs: number
   /** Whether NATS is up (a missing change while it is down means a resync at once). */
   busUp: () => boolean
+  /** Whether this node can send key emails, published in its membership row (cluster-nodes.ts `beat`). */
+  canMail?: boolean
   /** Drops every cache; calls `skipTo(upTo)` before and `settle()` after the drop. */
   resync: (cause: string, upTo: number | null) => void
 }
@@ -60,7 +62,7 @@ export class TrustWindow {
     try {
       const s = performance.now()
       const before = this.watermark // every number up to it was handed out before this renewal began
-      const upTo = await withTimeout(beat(this.opts.sql, this.opts.nodeId, before), this.opts.trustWindowMs)
+      const upTo = await withTimeout(beat(this.opts.sql, this.opts.nodeId, before, this.opts.canMail), this.opts.trustWindowMs)
       this.prune()
       this.pending.push({ v: upTo, s })
       if (this.pending.length > 16) this.pending.shift()

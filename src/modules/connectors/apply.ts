@@ -111,7 +111,7 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
   const parts = [`created ${keyIds.join(', ')}`]
   if (unmapped.length > 0) parts.push(`not mapped: ${unmapped.join(', ')}`)
   if (ctx.connector.email_keys) {
-    parts.push(!ctx.mailEnabled ? 'mail is off on this server (no SMTP_URL)' : mailed > 0 ? `emailed to ${intent.email}` : 'no buyer email in the payload')
+    parts.push(!ctx.mailEnabled ? 'mail is off on this server (no SMTP_URL)' : mailed > 0 ? `emailed to ${intent.email}` : (intent.emailProblem ?? 'no buyer email in the payload'))
   }
   return done(parts.join('; '), keyIds, hashes)
 }

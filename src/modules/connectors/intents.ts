@@ -1,6 +1,7 @@
 // What a provider event means for keys, in Keyward's words: each provider's reader (providers/*.ts)
 // turns its payload into one Intent, read from the payload alone; apply.ts carries it out. The same
 // meaning for every provider (the lifecycle table of docs/payments.md).
+import { findUnstorable } from '../../http/kernel'
 
 /** A priced line: the provider's price (or variant) id and how many were bought. */
 export interface Line {
@@ -9,15 +10,17 @@ export interface Line {
 }
 
 /**
+ * `email`: the buyer's address, only when it is one valid address (buyerEmail); else null, and
+ * `emailProblem` says why there is no mail (the key is issued all the same).
  * `refs`: the provider objects this event is about (subscription, order, payment, invoice, checkout
  * session ids, prefixed by kind): a new key is linked to all of them, and later events find their
  * keys by any of them. The first ref is the one the event's keys are created under (at most once).
  */
 export type Intent =
   /** One-time purchase paid: a key per mapped line. */
-  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string> }
+  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string> }
   /** Subscription started or renewed: its key created (when `create`), or its expiry moved to the period's end. */
-  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
+  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
   | { kind: 'suspend'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
   /** Ends a suspension of this reason (a dispute won, a subscription resumed). */
   | { kind: 'reinstate'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
@@ -40,6 +43,29 @@ export interface ReadEvent {
 export class BadSignature extends Error {}
 /** The payload verified but is not what the provider documents: 400, nothing processed. */
 export class Malformed extends Error {}
+
+/**
+ * How far in the future a signature's timestamp may be (our clock behind the provider's). The
+ * libraries only refuse old timestamps; a signature dated later than this is refused too, so a captured
+ * future-dated request cannot be held back and replayed once its time comes (docs/payments.md).
+ */
+export const FUTURE_SKEW_SECONDS = 30
+
+/** Refuses a signature timestamp (Unix seconds) further ahead of this node's clock than FUTURE_SKEW_SECONDS. */
+export function notFromTheFuture(timestamp: number, now = Date.now()) {
+  const ahead = timestamp - Math.floor(now / 1000)
+  if (ahead > FUTURE_SKEW_SECONDS) throw new BadSignature(`the signature is dated ${ahead} s in the future (more than ${FUTURE_SKEW_SECONDS} s ahead of this server)`)
+}
+
+/**
+ * A verified payload holds only text Postgres can store (no NUL, no lone UTF-16 surrogate: kernel.ts
+ * `unstorable`, the rule of every JSON body); else it is malformed, not a 500 where its ids are written.
+ */
+export function storable<T>(payload: T): T {
+  const bad = findUnstorable(payload, 'body')
+  if (bad !== null) throw new Malformed(`${bad} holds a NUL character or a lone UTF-16 surrogate`)
+  return payload
+}
 
 /** Unix seconds (Stripe) → Date. */
 export const fromUnix = (s: unknown): Date | null => (typeof s === 'number' && Number.isFinite(s) ? new Date(s * 1000) : null)
@@ -64,3 +90,18 @@ export function obj(v: unknown, what: string): Record<string, any> {
 }
 
 export const quantity = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 1 ? v : 1)
+
+/**
+ * One address as the HTML standard defines a valid e-mail address (local@domain, domain labels of
+ * letters, digits and hyphens), 254 characters at most: so no list, no display name, no quotes, no
+ * spaces and no CR/LF can reach the mail's To (docs/payments.md, "Key emails").
+ */
+const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+
+/** The buyer's address from a payload value: `email` only when it is one valid address (see EMAIL). */
+export function buyerEmail(v: unknown): { email: string | null; emailProblem?: string } {
+  const given = optStr(v)
+  if (given === null) return { email: null }
+  if (given.length <= 254 && EMAIL.test(given)) return { email: given }
+  return { email: null, emailProblem: 'no mail: the buyer email in the payload is not one valid address' }
+}

@@ -1,10 +1,12 @@
 // Key delivery by email: an outbox of its own (connector_mails). The key value waits there sealed
 // (AES-256-GCM under SECRET_KEY) until the SMTP server accepts the mail, then it is erased. Any node
-// claims due mails for a while (`FOR UPDATE SKIP LOCKED`, next_attempt_at pushed past the send claim),
-// so a crash mid-send is retried elsewhere; a failure is retried with the configured backoff.
+// claims due mails for a while (`FOR UPDATE SKIP LOCKED`, next_attempt_at pushed past the send claim,
+// renewed while the SMTP server answers), so a crash mid-send is retried elsewhere; a failure is retried
+// with the configured backoff.
 // Neither the value nor the mail's text is ever logged.
 import { readFileSync } from 'node:fs'
 import nodemailer, { type Transporter } from 'nodemailer'
+import { canMail } from '../../config'
 import type { Deps } from '../../deps'
 import { open } from '../../infra/crypto'
 
@@ -59,9 +61,13 @@ export class Mailer {
   private again = false
   private timer: ReturnType<typeof setInterval> | null = null
 
-  constructor(private readonly deps: Deps) {
-    const { smtpUrl, mailFrom, mailTemplate } = deps.config
-    this.transport = smtpUrl && mailFrom ? nodemailer.createTransport(smtpUrl) : null
+  constructor(
+    private readonly deps: Deps,
+    /** How long a claim keeps other nodes off a mail; renewed while the SMTP server answers (see send). */
+    private readonly claimMs = SEND_CLAIM_MS,
+  ) {
+    const { smtpUrl, mailTemplate } = deps.config
+    this.transport = canMail(deps.config) ? nodemailer.createTransport(smtpUrl!) : null
     // read once at startup: a missing file fails the start, not a purchase
     this.template = mailTemplate ? readFileSync(mailTemplate, 'utf8') : DEFAULT_TEMPLATE
   }
@@ -113,7 +119,7 @@ export class Mailer {
         select id from connector_mails where status = 'pending' and next_attempt_at <= now()
         order by next_attempt_at limit ${BATCH} for update skip locked
       ), claimed as (
-        update connector_mails m set attempts = m.attempts + 1, next_attempt_at = now() + ${SEND_CLAIM_MS} * interval '1 millisecond'
+        update connector_mails m set attempts = m.attempts + 1, next_attempt_at = now() + ${this.claimMs} * interval '1 millisecond'
         from due where m.id = due.id returning m.id, m.to_email, m.value_sealed, m.attempts, m.key_id
       )
       select l.id, l.to_email, l.value_sealed, l.attempts, pr.name as product, po.name as policy, k.expires_at
@@ -135,12 +141,24 @@ export class Mailer {
       to: mail.to_email,
     }
     const { subject, text } = render(this.template, fields)
+    // A slow server may take its time over the final answer (RFC 5321 allows 10 minutes, nodemailer's
+    // socketTimeout): the claim is renewed meanwhile, so no other node takes the mail and sends the key
+    // twice; a node that dies mid-send stops renewing and another retries once the claim runs out.
+    let renewing: Promise<unknown> = Promise.resolve()
+    const renew = setInterval(() => {
+      renewing = renewing.then(() => sql`update connector_mails set next_attempt_at = now() + ${this.claimMs} * interval '1 millisecond'
+          where id = ${mail.id} and status = 'pending'`.catch(() => {}))
+    }, this.claimMs / 3)
     try {
       await this.transport!.sendMail({ from: this.deps.config.mailFrom!, to: mail.to_email, subject, text })
     } catch (err) {
+      clearInterval(renew)
+      await renewing // a renewal landing after the retry is scheduled would push the retry back
       await this.failed(mail, err)
       return
     }
+    clearInterval(renew)
+    await renewing
     // accepted by the SMTP server: the value is erased in the same statement that records it
     await sql`update connector_mails set status = 'sent', value_sealed = null, sent_at = now(), last_error = null where id = ${mail.id}`
   }

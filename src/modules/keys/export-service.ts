@@ -5,6 +5,7 @@
 // carry the active devices.
 import { stringify } from 'csv-stringify/sync'
 import type { Deps } from '../../deps'
+import { spreadsheetSafe } from './csv-cells'
 import { activeDevices, exportPage, type ExportedKey, type ExportFilter } from './export-repo'
 import type { ExportQuery } from './import-model'
 
@@ -36,7 +37,9 @@ function csvCells(e: ExportedKey): unknown[] {
     // an empty cell imports as "none given" (a policy's credits would apply): an unmetered key says null
     if (c === 'credits') return JSON.stringify(v ?? null)
     if (v === undefined || v === null) return ''
-    return JSON_CELLS.has(c) ? JSON.stringify(v) : v
+    if (JSON_CELLS.has(c)) return JSON.stringify(v)
+    // text a spreadsheet would run as a formula is quoted (csv-cells.ts); numbers and booleans never need it
+    return typeof v === 'string' ? spreadsheetSafe(v) : v
   })
 }
 

@@ -5,6 +5,8 @@
 // UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
 import { parse } from 'csv-parse/sync'
 import { AppError, invalid, type FieldError } from '../../core/errors'
+import { findUnstorable, UNSTORABLE } from '../../http/kernel'
+import { spreadsheetPlain } from './csv-cells'
 
 /** At most this many rows per request (more: 413). */
 export const MAX_IMPORT_ROWS = 10_000
@@ -78,9 +80,20 @@ function ndjsonRows(text: string): RawRow[] {
       rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: 'is not valid JSON' } })
       continue
     }
-    rows.push(isObject(value) ? { line: i + 1, fields: value } : { line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } })
+    if (!isObject(value)) rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } })
+    else rows.push(storable(i + 1, value))
   }
   return rows
+}
+
+/**
+ * A row read from its own JSON (an NDJSON line) holds only storable text, as a JSON body must
+ * (kernel.ts `unstorable`); else it is a bad row naming the field.
+ */
+function storable(line: number, fields: Record<string, unknown>): RawRow {
+  const bad = findUnstorable(fields, '')
+  if (bad === null) return { line, fields }
+  return { line, fields: null, problem: { field: bad.replace(/^\./, '') || 'row', message: UNSTORABLE } }
 }
 
 function csvRows(text: string): RawRow[] {
@@ -107,14 +120,19 @@ function csvRows(text: string): RawRow[] {
     const fields: Record<string, unknown> = {}
     const problems: FieldError[] = []
     header.forEach((column, i) => {
-      const cell = record[i]!
+      // an export's quote before a would-be formula is not part of the value
+      const cell = spreadsheetPlain(record[i]!)
       if (cell === '') return // an empty cell is an absent field
       if (JSON_COLUMNS.has(column)) {
         try {
           fields[column] = JSON.parse(cell)
         } catch {
           problems.push({ field: column, message: 'must hold JSON' })
+          return
         }
+        // JSON can spell what Postgres cannot store (`\u0000`, a lone `\ud800`): the body's own rule
+        const bad = findUnstorable(fields[column], column)
+        if (bad !== null) problems.push({ field: bad, message: UNSTORABLE })
       } else if (INTEGER_COLUMNS.has(column) && /^-?\d{1,15}$/.test(cell.trim())) fields[column] = Number(cell.trim())
       else fields[column] = cell
     })

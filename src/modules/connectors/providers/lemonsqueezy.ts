@@ -3,18 +3,20 @@
 // id and no timestamp: the inbox key is the event name, the object id and its `updated_at`, which a
 // redelivery repeats and a new change does not.
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { BadSignature, fromIso, Malformed, obj, optStr, quantity, str, type Intent, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, fromIso, Malformed, obj, storable, optStr, quantity, str, type Intent, type ReadEvent } from '../intents'
 
 export function verifyLemonSqueezy(raw: Buffer, headers: Headers, secret: string): unknown {
   const given = headers.get('x-signature') ?? ''
   const expected = createHmac('sha256', secret).update(raw).digest()
   const sent = /^[0-9a-f]{64}$/i.test(given) ? Buffer.from(given, 'hex') : null
   if (!sent || !timingSafeEqual(sent, expected)) throw new BadSignature(given ? 'the X-Signature does not match the body' : 'the X-Signature header is missing')
+  let payload: unknown
   try {
-    return JSON.parse(raw.toString('utf8'))
+    payload = JSON.parse(raw.toString('utf8'))
   } catch {
     throw new Malformed('the body is not JSON')
   }
+  return storable(payload)
 }
 
 function interpret(name: string, data: Record<string, any>): Intent {
@@ -28,7 +30,7 @@ function interpret(name: string, data: Record<string, any>): Intent {
         kind: 'purchase',
         refs: [`order:${id}`],
         lines: [{ price: str(item.variant_id, 'first_order_item.variant_id'), quantity: quantity(item.quantity) }],
-        email: optStr(a.user_email),
+        ...buyerEmail(a.user_email),
         ids: compact({ order: id, order_identifier: a.identifier, customer: a.customer_id }),
       }
     }
@@ -67,7 +69,7 @@ function subscription(name: string, id: string, a: Record<string, any>): Intent 
       kind: 'subscription',
       refs,
       lines: [{ price: str(a.variant_id, 'data.attributes.variant_id'), quantity: 1 }],
-      email: optStr(a.user_email),
+      ...buyerEmail(a.user_email),
       ids: compact({ subscription: id, order: a.order_id, customer: a.customer_id }),
       periodEnd: fromIso(status === 'on_trial' ? (a.trial_ends_at ?? a.renews_at) : a.renews_at),
       create: name === 'subscription_created',

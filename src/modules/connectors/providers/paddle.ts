@@ -1,8 +1,9 @@
 // Paddle Billing: the `Paddle-Signature` (ts=…;h1=…, HMAC-SHA256 of `ts:body`) verified by
-// `@paddle/paddle-node-sdk`, which also refuses a stale timestamp (5 s, the SDK's own tolerance).
+// `@paddle/paddle-node-sdk`, which also refuses a stale timestamp (5 s, the SDK's own tolerance); one
+// more than 30 s ahead is refused here (intents.ts).
 // The payload is read as sent (snake_case, the shapes of the SDK's notification types).
 import { Paddle, Webhooks } from '@paddle/paddle-node-sdk'
-import { BadSignature, fromIso, Malformed, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, fromIso, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // The SDK picks its crypto (Node's or Web Crypto, by runtime) when a client is constructed; without
 // one, isSignatureValid answers false for every signature. The client never calls Paddle here.
@@ -20,11 +21,15 @@ export async function verifyPaddle(raw: Buffer, headers: Headers, secret: string
     throw new BadSignature('the Paddle-Signature header is malformed')
   }
   if (!valid) throw new BadSignature('the signature does not match the body, or it is stale')
+  // verified, so `ts=` is the signed timestamp: the SDK refuses it only when old (intents.ts)
+  notFromTheFuture(Number(/(?:^|;)\s*ts=(\d+)/.exec(signature)![1]))
+  let payload: unknown
   try {
-    return JSON.parse(text)
+    payload = JSON.parse(text)
   } catch {
     throw new Malformed('the body is not JSON')
   }
+  return storable(payload)
 }
 
 function lines(items: unknown): Line[] {
@@ -37,11 +42,11 @@ function interpret(type: string, d: Record<string, any>): Intent {
   switch (type) {
     case 'transaction.completed': {
       const sub = optStr(d.subscription_id)
-      const email = optStr(d.custom_data?.email)
+      const email = buyerEmail(d.custom_data?.email)
       const ids = compact({ transaction: id, subscription: sub, customer: d.customer_id, invoice_number: d.invoice_number })
-      if (!sub) return { kind: 'purchase', refs: [`txn:${id}`], lines: lines(d.items), email, ids }
+      if (!sub) return { kind: 'purchase', refs: [`txn:${id}`], lines: lines(d.items), ...email, ids }
       const periodEnd = fromIso(d.billing_period?.ends_at)
-      return { kind: 'subscription', refs: [`sub:${sub}`, `txn:${id}`], lines: lines(d.items), email, ids, periodEnd, create: true }
+      return { kind: 'subscription', refs: [`sub:${sub}`, `txn:${id}`], lines: lines(d.items), ...email, ids, periodEnd, create: true }
     }
     case 'subscription.created':
     case 'subscription.activated':

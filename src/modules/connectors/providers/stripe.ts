@@ -1,9 +1,9 @@
-// Stripe: the signature (`Stripe-Signature`, 300 s tolerance) verified by the `stripe` package, and the
+// Stripe: the signature (`Stripe-Signature`, 300 s old at most, 30 s ahead at most) verified by the `stripe` package, and the
 // events read from the payload alone. Both API shapes are read: the current one (invoice.parent,
 // line.pricing.price_details, item.current_period_end) and the one before 2025 (invoice.subscription,
 // line.price, subscription.current_period_end).
 import Stripe from 'stripe'
-import { BadSignature, fromUnix, Malformed, obj, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, fromUnix, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // No API key: the client is only used for its webhook helpers, which never call Stripe.
 const stripe = new Stripe('sk_unused_keyward_verifies_webhooks_only')
@@ -12,8 +12,9 @@ export const STRIPE_TOLERANCE_SECONDS = 300
 export async function verifyStripe(raw: Buffer, headers: Headers, secret: string): Promise<Stripe.Event> {
   const signature = headers.get('stripe-signature')
   if (!signature) throw new BadSignature('the Stripe-Signature header is missing')
+  let event: Stripe.Event
   try {
-    return await stripe.webhooks.constructEventAsync(raw, signature, secret, STRIPE_TOLERANCE_SECONDS)
+    event = await stripe.webhooks.constructEventAsync(raw, signature, secret, STRIPE_TOLERANCE_SECONDS)
   } catch (err) {
     // the signature verified but the body is not JSON
     if (err instanceof SyntaxError) throw new Malformed('the body is not JSON')
@@ -23,6 +24,9 @@ export async function verifyStripe(raw: Buffer, headers: Headers, secret: string
     if (/unable to extract timestamp/i.test(message)) throw new BadSignature('the Stripe-Signature header is malformed')
     throw new BadSignature('no signature in the header matches the body under this signing secret')
   }
+  // verified, so `t=` is the signed timestamp: the library refuses it only when old (intents.ts)
+  notFromTheFuture(Number(/(?:^|,)\s*t=(\d+)/.exec(signature)![1]))
+  return storable(event)
 }
 
 const idOf = (v: unknown): string | null => (typeof v === 'string' ? v : optStr((v as { id?: unknown } | null)?.id))
@@ -75,12 +79,12 @@ function interpret(event: Stripe.Event): Intent {
       if (o.payment_status !== 'paid' && o.payment_status !== 'no_payment_required') {
         return { kind: 'none', detail: `payment_status is ${String(o.payment_status)}: the key waits for checkout.session.async_payment_succeeded` }
       }
-      const email = optStr(o.customer_details?.email) ?? optStr(o.customer_email)
+      const email = buyerEmail(optStr(o.customer_details?.email) ?? optStr(o.customer_email))
       return {
         kind: 'purchase',
         refs: refs(['cs', str(o.id, 'data.object.id')], ['pi', o.payment_intent], ['in', o.invoice]),
         lines: sessionLines(o),
-        email,
+        ...email,
         ids: compact({ checkout_session: o.id, payment_intent: idOf(o.payment_intent), customer: idOf(o.customer) }),
       }
     }
@@ -89,10 +93,10 @@ function interpret(event: Stripe.Event): Intent {
       const sub = idOf(o.parent?.subscription_details?.subscription) ?? idOf(o.subscription)
       const { lines, periodEnd } = invoiceLines(o)
       const ids = compact({ invoice: o.id, subscription: sub, customer: idOf(o.customer) })
-      const email = optStr(o.customer_email)
+      const email = buyerEmail(o.customer_email)
       const invoiceRefs = refs(['in', str(o.id, 'data.object.id')], ['pi', o.payment_intent], ['ch', o.charge])
-      if (!sub) return { kind: 'purchase', refs: invoiceRefs, lines, email, ids }
-      return { kind: 'subscription', refs: [`sub:${sub}`, ...invoiceRefs], lines, email, ids, periodEnd, create: true }
+      if (!sub) return { kind: 'purchase', refs: invoiceRefs, lines, ...email, ids }
+      return { kind: 'subscription', refs: [`sub:${sub}`, ...invoiceRefs], lines, ...email, ids, periodEnd, create: true }
     }
     case 'invoice.payment_failed':
       return { kind: 'none', detail: 'payment failed: the key runs to the end of its paid period plus the policy\'s grace' }
