@@ -1,5 +1,5 @@
 // Cross-cutting HTTP behaviour for every route: request ids, the body limit (64 KiB unless a route is
-// given more), the NUL check of the query, JSON parsing, one error envelope (problem+json) and one
+// given more), the NUL check of the query, JSON parsing (at most MAX_JSON_DEPTH levels deep), one error envelope (problem+json) and one
 // access-log line per request. The checks are exported: the validate fast path calls the same ones.
 import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
@@ -13,6 +13,14 @@ import { routePath } from './request-path'
 
 /** The body limit of every route that is not given another (API-2 §12). */
 export const BODY_LIMIT = 64 * 1024
+/**
+ * How deeply any JSON body may nest objects and arrays (the body itself is level 1), on every route
+ * and door: deeper is 400 before JSON.parse and before any schema runs (docs/decisions.md, "Requests").
+ * Elysia's validation error pretty-prints the rejected value, whose indentation grows with depth:
+ * that made a 60 KB body nested 10,000 deep cost 10 s of event loop. No body in the contract comes
+ * near 32 levels.
+ */
+export const MAX_JSON_DEPTH = 32
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
@@ -36,17 +44,54 @@ export async function readJson(request: Request, limit = BODY_LIMIT): Promise<un
   return parseJson(await readBody(request, limit))
 }
 
-/** A body's bytes as JSON (see readJson): empty is `{}`; invalid UTF-8 or JSON is 400. */
+/** A body's bytes as JSON (see readJson): empty is `{}`; invalid UTF-8 or JSON, or too deep, is 400. */
 export function parseJson(buf: Uint8Array): object {
   if (buf.byteLength === 0) return {}
+  let text: string
+  try {
+    text = utf8.decode(buf)
+  } catch {
+    throw notJson()
+  }
+  // Before JSON.parse: parsing 8 MiB of brackets alone holds the event loop for over half a second.
+  if (nestsDeeperThan(text)) throw tooDeep()
   let value: unknown
   try {
-    value = JSON.parse(utf8.decode(buf))
+    value = JSON.parse(text)
   } catch {
     throw notJson()
   }
   return checkJsonObject(value)
 }
+
+/**
+ * Whether a JSON text nests objects and arrays more than `max` levels deep: one pass that counts the
+ * brackets outside strings, linear in the text and allocation-free. Meant to run before JSON.parse;
+ * on text that is not JSON its answer does not matter (the parse refuses it).
+ */
+export function nestsDeeperThan(text: string, max = MAX_JSON_DEPTH): boolean {
+  let depth = 0
+  const n = text.length
+  for (let i = 0; i < n; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x22) {
+      // a string: skip to its closing quote (a backslash escapes the next character)
+      for (i++; i < n; i++) {
+        const d = text.charCodeAt(i)
+        if (d === 0x5c) i++
+        else if (d === 0x22) break
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      if (++depth > max) return true
+    } else if (c === 0x7d || c === 0x5d) depth--
+  }
+  return false
+}
+
+export const tooDeep = (field = 'body') =>
+  new AppError('invalid_request', `JSON may nest at most ${MAX_JSON_DEPTH} levels deep`, {
+    errors: [{ field, message: `must not nest objects or arrays more than ${MAX_JSON_DEPTH} levels deep` }],
+  })
 
 /** CSV and NDJSON bodies (the key import) arrive as text; every other body is JSON. */
 const TEXT_TYPES = new Set(['text/csv', 'application/x-ndjson', 'application/ndjson'])
@@ -70,11 +115,14 @@ export async function readText(request: Request, limit = BODY_LIMIT): Promise<st
 export const notJson = () =>
   new AppError('invalid_request', 'The request body is not valid JSON', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
 
-/** A parsed body as the contract wants it: an object, no NUL in any string or key. */
+/**
+ * A parsed body as the contract wants it: an object at most MAX_JSON_DEPTH deep (checked again here for
+ * the validate fast path, which lets Bun parse a body of at most 64 KiB), no NUL in any string or key.
+ */
 export function checkJsonObject(value: unknown): object {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid('body', 'must be a JSON object')
   // The walk that names the field builds a path string per property: only run it once we know.
-  if (hasNul(value)) throw invalid(findNul(value, 'body') ?? 'body', 'must not contain NUL characters')
+  if (hasNul(value, 1)) throw invalid(findNul(value, 'body') ?? 'body', 'must not contain NUL characters')
   return value
 }
 
@@ -118,10 +166,12 @@ export async function readBody(request: Request, limit = BODY_LIMIT): Promise<Ui
   return Buffer.concat(chunks, size)
 }
 
-function hasNul(value: unknown): boolean {
+/** Whether a string or key holds U+0000; throws tooDeep past MAX_JSON_DEPTH (`depth`: the level of `value`). */
+function hasNul(value: unknown, depth: number): boolean {
   if (typeof value === 'string') return value.includes('\u0000')
   if (value === null || typeof value !== 'object') return false
-  for (const k in value) if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k])) return true
+  if (depth > MAX_JSON_DEPTH) throw tooDeep()
+  for (const k in value) if (k.includes('\u0000') || hasNul((value as Record<string, unknown>)[k], depth + 1)) return true
   return false
 }
 

@@ -43,7 +43,7 @@ export async function importKeys(
   input: { format: ImportFormat; body: unknown; dryRun: boolean },
   record?: RecordCreated,
 ): Promise<ImportAnswer | DryRunAnswer> {
-  const raw = parseRows(input.format, input.body)
+  const raw = await parseRows(input.format, input.body)
   const accountId = who.accountId
   const outcome = await deps.sql
     .begin(async (tx) => {
