@@ -10,6 +10,7 @@ import { addPeriod, parsePeriod } from '../../core/durations'
 import { emit, type Actor } from '../events/outbox'
 import { parseRows, type ImportFormat } from './import-parse'
 import { checkRow, type CheckedRow } from './import-rows'
+import { checkDevices, recordDevices } from './import-devices'
 import * as repo from './import-repo'
 
 export interface ImportAnswer {
@@ -109,6 +110,9 @@ export async function importKeys(
         else placed.push({ row: r, keyHash: p, portableHash: null })
       }
 
+      // one_key_per_device: the devices the rows bring, against the policy's record (import-devices.ts)
+      const devicePolicies = await checkDevices(tx, accountId, placed.map((p) => p.row), fail)
+
       if (bad.size > 0) {
         const list = [...bad.values()].sort((a, b) => a.line - b.line)
         throw new AppError('import_invalid', `${list.length} of ${raw.length} rows are invalid; nothing was imported`, { rows: list })
@@ -177,6 +181,7 @@ export async function importKeys(
       }
       await repo.insertKeys(tx, keys)
       await repo.insertActivations(tx, activations)
+      await recordDevices(tx, devicePolicies, placed.map((p) => p.row), keys.map((k) => k.id))
       await repo.insertSha256(tx, sha)
       if (keys.length > 0) {
         // one event for the whole import, never one per key
