@@ -42,7 +42,7 @@ describe('import on a one_key_per_device policy', () => {
     expect((await validate(token, second.key_value, fingerprint())).body.valid).toBe(true)
     const rows = await h.node.deps.sql<{ key_id: string; device_fingerprint: string }[]>`select key_id, device_fingerprint from policy_devices
       where policy_id = ${policy.id} and key_id = ${imported.body.keys[0].id}`
-    expect(rows).toEqual([{ key_id: imported.body.keys[0].id, device_fingerprint: device }])
+    expect([...rows]).toEqual([{ key_id: imported.body.keys[0].id, device_fingerprint: device }])
   })
 
   test('a device the policy records for another key, or on two rows of the file, is a bad row; nothing is imported', async () => {
