@@ -9,13 +9,13 @@ import { secondsToUtcMidnight } from '../../infra/counters'
 import { portableKeyHash } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
 import { validateOutcomes } from '../../infra/metrics'
-import { TokenBuckets } from '../../infra/token-buckets'
 import { NO_PRODUCT, OUTCOME, ValidationCounts } from '../analytics/validation-counts'
 import { DEVICE } from '../events/outbox'
 import { PLAN_LIMITS } from '../../core/plans'
 import type { Principal } from '../../core/principal'
 import { missingEntitlements, type Entitlements } from '../../core/entitlements'
 import { claimSeat, releaseByHolder } from '../activations/service'
+import { HolderGate } from './holder-gate'
 import { listDevices } from './devices'
 import { applyPolicy, deviceCount, hasDevice, HotState, keyHashOf, type KeyRef, type KeyState } from './hot-state'
 import { ImportedLookup, type Found } from './imported'
@@ -63,8 +63,8 @@ export class ValidationEngine {
   private keyValues = new DigestMemo<KeyRef>(KNOWN_KEY_VALUES)
   /** Imported keys stored under their account-scoped or SHA-256 hash (imported.ts). */
   private imported: ImportedLookup
-  /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
-  private holderCalls: TokenBuckets
+  /** POST /v1/devices and /v1/deactivate per account, on this node: rate and concurrency (holder-gate.ts). */
+  private holders: HolderGate
 
   constructor(private deps: Deps) {
     const { config, sql, bus } = deps
@@ -88,7 +88,7 @@ export class ValidationEngine {
     this.outcomes = new ValidationCounts(sql)
     this.imported = new ImportedLookup(this.hot, sql, bus)
     this.credits = new CreditLeases(sql, bus, deps.log)
-    this.holderCalls = new TokenBuckets(config.holderRatePerSecond, config.holderRateBurst)
+    this.holders = new HolderGate(config.holderRatePerSecond, config.holderRateBurst)
   }
 
   /** A refusal, recorded for the analytics (`productId` NO_PRODUCT when it belongs to none) and the metric. */
@@ -293,19 +293,14 @@ export class ValidationEngine {
   }
 
   /**
-   * The holder's routes (deactivate, devices) cost Postgres work: each call takes a token of the
-   * account's bucket on this node (429 `rate_limited` past it, like validate's), and a key this node
+   * The holder's routes (deactivate, devices) cost Postgres work: each call is admitted by the
+   * account's gate on this node first (holder-gate.ts: rate and concurrency, 429 `rate_limited` past
+   * them, like validate's), and a key this node
    * knows not to exist in the account (the hot state, its negative entries included) is answered
    * without Postgres. Returns the key's hash, or null for an unknown key (or another product's).
    */
   private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
     const now = Date.now()
-    const wait = this.holderCalls.take(who.accountId, now)
-    if (wait > 0) {
-      throw new AppError('rate_limited', "This account's calls to /v1/devices and /v1/deactivate are over their rate on this node; retry shortly", {
-        retryAfter: Math.max(1, Math.ceil(wait / 1000)),
-      })
-    }
     let hotKey = portableKeyHash(key, 'base64')
     if (hotKey === null) return null
     let state = this.hot.get(hotKey, now)
@@ -324,16 +319,26 @@ export class ValidationEngine {
    * releaseByHolder); a device holding no slot, or an unknown key, is `deactivated: false`.
    */
   async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
-    const keyHash = await this.holderKey(who, body.key, null)
-    const result = keyHash === null ? null : await releaseByHolder(this.deps, who.accountId, keyHash, body.device_fingerprint.toLowerCase())
-    if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
-    return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
+    const release = await this.holders.admit(who.accountId, Date.now())
+    try {
+      const keyHash = await this.holderKey(who, body.key, null)
+      const result = keyHash === null ? null : await releaseByHolder(this.deps, who.accountId, keyHash, body.device_fingerprint.toLowerCase())
+      if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
+      return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
+    } finally {
+      release()
+    }
   }
 
   /** POST /v1/devices: the key's active devices (devices.ts); an unknown key (or another product's) is 404. */
   async devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
-    const keyHash = await this.holderKey(who, body.key, body.product_id)
-    return listDevices(this.deps, this.lastSeen, who, keyHash, body.product_id)
+    const release = await this.holders.admit(who.accountId, Date.now())
+    try {
+      const keyHash = await this.holderKey(who, body.key, body.product_id)
+      return await listDevices(this.deps, this.lastSeen, who, keyHash, body.product_id)
+    } finally {
+      release()
+    }
   }
 
   flush(): Promise<void> {
