@@ -1,5 +1,6 @@
 // Cross-cutting HTTP behaviour for every route: request ids, the body limit (64 KiB unless a route is
-// given more), the NUL check of the query, JSON parsing (at most MAX_JSON_DEPTH levels deep), one error envelope (problem+json) and one
+// given more), the NUL check of the query, JSON parsing (at most MAX_JSON_DEPTH levels deep, see
+// core/json-depth.ts), one error envelope (problem+json) and one
 // access-log line per request. The checks are exported: the validate fast path calls the same ones.
 import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
@@ -8,19 +9,12 @@ import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
 import { isDraining } from './drain'
 import { AppError, invalid, type FieldError } from '../core/errors'
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../core/json-depth'
 import { problemResponse, statusOf } from './errors'
 import { routePath } from './request-path'
 
 /** The body limit of every route that is not given another (API-2 §12). */
 export const BODY_LIMIT = 64 * 1024
-/**
- * How deeply any JSON body may nest objects and arrays (the body itself is level 1), on every route
- * and door: deeper is 400 before JSON.parse and before any schema runs (docs/decisions.md, "Requests").
- * Elysia's validation error pretty-prints the rejected value, whose indentation grows with depth:
- * that made a 60 KB body nested 10,000 deep cost 10 s of event loop. No body in the contract comes
- * near 32 levels.
- */
-export const MAX_JSON_DEPTH = 32
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
 const started = new WeakMap<Request, number>()
@@ -64,29 +58,6 @@ export function parseJson(buf: Uint8Array): object {
   return checkJsonObject(value)
 }
 
-/**
- * Whether a JSON text nests objects and arrays more than `max` levels deep: one pass that counts the
- * brackets outside strings, linear in the text and allocation-free. Meant to run before JSON.parse;
- * on text that is not JSON its answer does not matter (the parse refuses it).
- */
-export function nestsDeeperThan(text: string, max = MAX_JSON_DEPTH): boolean {
-  let depth = 0
-  const n = text.length
-  for (let i = 0; i < n; i++) {
-    const c = text.charCodeAt(i)
-    if (c === 0x22) {
-      // a string: skip to its closing quote (a backslash escapes the next character)
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i)
-        if (d === 0x5c) i++
-        else if (d === 0x22) break
-      }
-    } else if (c === 0x7b || c === 0x5b) {
-      if (++depth > max) return true
-    } else if (c === 0x7d || c === 0x5d) depth--
-  }
-  return false
-}
 
 export const tooDeep = (field = 'body') =>
   new AppError('invalid_request', `JSON may nest at most ${MAX_JSON_DEPTH} levels deep`, {

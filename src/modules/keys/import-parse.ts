@@ -5,7 +5,7 @@
 // UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
 import { parse } from 'csv-parse'
 import { AppError, invalid, type FieldError } from '../../core/errors'
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../http/kernel'
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../core/json-depth'
 
 /** At most this many rows per request (more: 413). */
 export const MAX_IMPORT_ROWS = 10_000
