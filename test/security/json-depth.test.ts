@@ -6,6 +6,7 @@
 import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 import { expectProblem } from '../support/helpers'
+import { LICENSE_ALG, parseLicense } from '../../src/modules/offline/license'
 
 setDefaultTimeout(60_000)
 
@@ -49,6 +50,16 @@ describe('nesting depth', () => {
     const deepest = await post('/v1/validate', JSON.stringify({ key: keyValue, device_fingerprint: fingerprint(), extra: JSON.parse(nested(31)) }))
     expect(deepest.status).toBe(200)
     expect(deepest.body.valid).toBe(true)
+  })
+
+  test("a license's JSON, read before its signature is checked, is held to the same depth", () => {
+    const b64 = (s: string | Buffer) => Buffer.from(s).toString('base64')
+    const license = (payload: string, envelopePad = '') =>
+      `-----BEGIN KEYWARD LICENSE-----\n${b64(`{"enc":"${b64(payload)}","sig":"${b64(Buffer.alloc(64))}","alg":"${LICENSE_ALG}","kid":"k"${envelopePad}}`)}\n-----END KEYWARD LICENSE-----`
+    expect(parseLicense(license('{"a":1}'))?.payload).toEqual({ a: 1 })
+    expect(parseLicense(license(nested(32)))?.payload).toEqual(JSON.parse(nested(32)))
+    expect(parseLicense(license(nested(33)))?.payload).toBeNull()
+    expect(parseLicense(license('{}', `,"x":${nested(40)}`))).toBeNull()
   })
 
   test("an import's NDJSON line or CSV JSON cell deeper than 32 levels is a bad row, named by line", async () => {
