@@ -1,5 +1,6 @@
 // Cross-cutting HTTP behaviour for every route: request ids, the body limit (64 KiB unless a route is
-// given more), the NUL check of the query, JSON parsing, one error envelope (problem+json) and one
+// given more), the NUL check of the query, JSON parsing (at most MAX_JSON_DEPTH levels deep, see
+// core/json-depth.ts), one error envelope (problem+json) and one
 // access-log line per request. The checks are exported: the validate fast path calls the same ones.
 import { Elysia } from 'elysia'
 import { isConnectionError } from '../infra/db'
@@ -8,6 +9,7 @@ import type { Logger } from '../infra/log'
 import { httpDuration } from '../infra/metrics'
 import { isDraining } from './drain'
 import { AppError, invalid, type FieldError } from '../core/errors'
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../core/json-depth'
 import { problemResponse, statusOf } from './errors'
 import { routePath } from './request-path'
 
@@ -36,17 +38,30 @@ export async function readJson(request: Request, limit = BODY_LIMIT): Promise<un
   return parseJson(await readBody(request, limit))
 }
 
-/** A body's bytes as JSON (see readJson): empty is `{}`; invalid UTF-8 or JSON is 400. */
+/** A body's bytes as JSON (see readJson): empty is `{}`; invalid UTF-8 or JSON, or too deep, is 400. */
 export function parseJson(buf: Uint8Array): object {
   if (buf.byteLength === 0) return {}
-  let value: unknown
+  let text: string
   try {
-    value = JSON.parse(utf8.decode(buf))
+    text = utf8.decode(buf)
   } catch {
     throw notJson()
   }
-  return checkJsonObject(value)
+  // Before JSON.parse: parsing 8 MiB of brackets alone holds the event loop for over half a second.
+  if (nestsDeeperThan(text)) throw tooDeep()
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch {
+    throw notJson()
+  }
+  return checkJsonObject(value, text)
 }
+
+export const tooDeep = (field = 'body') =>
+  new AppError('invalid_request', `JSON may nest at most ${MAX_JSON_DEPTH} levels deep`, {
+    errors: [{ field, message: `must not nest objects or arrays more than ${MAX_JSON_DEPTH} levels deep` }],
+  })
 
 /** CSV and NDJSON bodies (the key import) arrive as text; every other body is JSON. */
 const TEXT_TYPES = new Set(['text/csv', 'application/x-ndjson', 'application/ndjson'])
@@ -70,11 +85,18 @@ export async function readText(request: Request, limit = BODY_LIMIT): Promise<st
 export const notJson = () =>
   new AppError('invalid_request', 'The request body is not valid JSON', { errors: [{ field: 'body', message: 'must be valid JSON' }] })
 
-/** A parsed body as the contract wants it: an object, every string and key storable (see unstorable). */
-export function checkJsonObject(value: unknown): object {
+/**
+ * A parsed body as the contract wants it: an object at most MAX_JSON_DEPTH deep, every string and key
+ * storable (see unstorable). `text`, when the caller has it, was already checked for depth (parseJson),
+ * and a NUL or a lone surrogate can only be in it as an escape (`\u0000`, `\udXXX`: JSON.parse refuses a
+ * raw NUL, and UTF-8 decoding cannot yield a lone surrogate): the walk over the value runs only then.
+ * Without it (the validate fast path lets Bun parse a body of at most 64 KiB) the walk checks all.
+ */
+export function checkJsonObject(value: unknown, text?: string): object {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid('body', 'must be a JSON object')
+  if (text !== undefined && !MAY_BE_UNSTORABLE.test(text)) return value
   // The walk that names the field builds a path string per property: only run it once we know.
-  if (hasUnstorable(value)) throw invalid(findUnstorable(value, 'body') ?? 'body', UNSTORABLE)
+  if (hasUnstorable(value, 1)) throw invalid(findUnstorable(value, 'body') ?? 'body', UNSTORABLE)
   return value
 }
 
@@ -126,21 +148,44 @@ export async function readBody(request: Request, limit = BODY_LIMIT): Promise<Ui
 export const unstorable = (s: string) => s.includes('\u0000') || !s.isWellFormed()
 export const UNSTORABLE = 'must not contain NUL characters or lone UTF-16 surrogates'
 
-function hasUnstorable(value: unknown): boolean {
+/** JSON text that may spell unstorable text: the escape of a NUL or of any surrogate (a pair too: rare). */
+const MAY_BE_UNSTORABLE = /\\u(0000|[dD][89a-fA-F])/
+
+/** Whether a string or key is unstorable; throws tooDeep past MAX_JSON_DEPTH (`depth`: the level of `value`). */
+function hasUnstorable(value: unknown, depth: number): boolean {
   if (typeof value === 'string') return unstorable(value)
   if (value === null || typeof value !== 'object') return false
-  for (const k in value) if (unstorable(k) || hasUnstorable((value as Record<string, unknown>)[k])) return true
+  if (depth > MAX_JSON_DEPTH) throw tooDeep()
+  if (Array.isArray(value)) {
+    // by index: `for…in` makes a string per index (seconds for an 8 MiB array)
+    for (let i = 0; i < value.length; i++) if (hasUnstorable(value[i], depth + 1)) return true
+    return false
+  }
+  for (const k in value) if (unstorable(k) || hasUnstorable((value as Record<string, unknown>)[k], depth + 1)) return true
   return false
 }
 
 /** The path of the first string (or object key) that cannot be stored (see unstorable) under `path`, or null. */
 export function findUnstorable(value: unknown, path: string): string | null {
-  if (typeof value === 'string') return unstorable(value) ? path : null
+  const at = unstorableAt(value)
+  return at === null ? null : [path, ...at.reverse()].filter(Boolean).join('.')
+}
+
+/** The steps to the first unstorable string or key inside `value`, innermost first (built only on the way back from a hit). */
+function unstorableAt(value: unknown): string[] | null {
+  if (typeof value === 'string') return unstorable(value) ? [] : null
   if (value === null || typeof value !== 'object') return null
-  for (const [k, v] of Object.entries(value)) {
-    if (unstorable(k)) return path
-    const found = findUnstorable(v, `${path}.${k}`)
-    if (found) return found
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = unstorableAt(value[i])
+      if (found) return (found.push(String(i)), found)
+    }
+    return null
+  }
+  for (const k in value) {
+    if (unstorable(k)) return []
+    const found = unstorableAt((value as Record<string, unknown>)[k])
+    if (found) return (found.push(k), found)
   }
   return null
 }

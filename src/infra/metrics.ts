@@ -105,3 +105,10 @@ export const webhookHandedBack = new client.Counter({
   help: 'Claimed webhook deliveries handed back unsent because no slot freed in time (a slow receiver backing up)',
   registers: [registry],
 })
+
+export const hookRefusals = new client.Counter({
+  name: 'keyward_hook_refusals_total',
+  help: 'POST /hooks/:connector_id calls refused before any event was read: unknown_connector, bad_signature, rate_limited',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+})

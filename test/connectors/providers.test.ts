@@ -94,7 +94,7 @@ describe('Paddle', () => {
 
     const payload = JSON.stringify({ event_id: 'evt_stale', event_type: 'transaction.completed', data: paddleTxn('txn_9', 'pri_once', 1, null, null) })
     const stale = await deliver(h, s.connector.endpoint_path, payload, paddleHeaders(payload, { timestamp: Math.floor(Date.now() / 1000) - 60 }))
-    expect(expectProblem(stale, 400, 'invalid_request').errors[0].field).toBe('header.paddle-signature')
+    expect(expectProblem(stale, 400, 'invalid_request').errors[0].field).toBe('signature')
     expect(await keyIds(s)).toHaveLength(2)
   })
 })
@@ -167,7 +167,7 @@ describe('Lemon Squeezy', () => {
 
     const payload = JSON.stringify({ meta: { event_name: 'order_created' }, data: { type: 'orders', id: '999', attributes: order(11, 1) } })
     const bad = await deliver(h, s.connector.endpoint_path, payload, lemonHeaders(payload, 'order_created', { secret: 'wrong' }))
-    expect(expectProblem(bad, 400, 'invalid_request').errors[0].field).toBe('header.x-signature')
+    expect(expectProblem(bad, 400, 'invalid_request').errors[0].field).toBe('signature')
     // a replay of an accepted event changes nothing
     const replay = JSON.stringify({ meta: { event_name: 'order_created' }, data: { type: 'orders', id: '999', attributes: { ...order(11, 1), updated_at: '2026-01-01T00:00:00Z' } } })
     expect((await deliver(h, s.connector.endpoint_path, replay, lemonHeaders(replay, 'order_created'))).body.outcome).toBe('processed')

@@ -100,15 +100,15 @@ describe('connectors CRUD', () => {
 })
 
 describe('POST /hooks/:connector_id refusals', () => {
-  test('unknown connector → 400, nothing recorded; bad and stale signatures → 400, no key, shown on the connector', async () => {
+  test('unknown connector → 400, nothing recorded; bad and stale signatures → the same 400, no key, the first shown on the connector', async () => {
     const s = await connectorSetup(h, 'stripe', ['price_a'])
     const payload = purchase('price_a')
     const unknown = await deliver(h, `/hooks/${ghostId('con')}`, payload, stripeHeaders(payload))
-    expect(expectProblem(unknown, 400, 'invalid_request').errors[0].field).toBe('params.connector_id')
+    expect(expectProblem(unknown, 400, 'invalid_request').errors[0].field).toBe('signature')
     expectProblem(await deliver(h, '/hooks/not-an-id', payload, stripeHeaders(payload)), 400, 'invalid_request')
 
     const wrong = await deliver(h, s.connector.endpoint_path, payload, stripeHeaders(payload, { secret: 'whsec_wrong' }))
-    expect(expectProblem(wrong, 400, 'invalid_request').errors[0].field).toBe('header.stripe-signature')
+    expect(expectProblem(wrong, 400, 'invalid_request').errors[0].field).toBe('signature')
     const stale = await deliver(h, s.connector.endpoint_path, payload, stripeHeaders(payload, { timestamp: Math.floor(Date.now() / 1000) - 400 }))
     expectProblem(stale, 400, 'invalid_request')
     const tampered = await deliver(h, s.connector.endpoint_path, payload.replace('buyer@', 'thief@'), stripeHeaders(payload))
@@ -118,7 +118,8 @@ describe('POST /hooks/:connector_id refusals', () => {
 
     expect(await keysOf(s.id)).toEqual([])
     const detail = (await h.call('GET', `/v1/connectors/${s.connector.id}`, { token: s.token })).body
-    expect(detail.events.map((e: { outcome: string }) => e.outcome)).toEqual(['bad_signature', 'bad_signature', 'bad_signature', 'bad_signature'])
+    // sampled: one bad signature per connector a minute is written, every one counted (hook-gate.ts)
+    expect(detail.events.map((e: { outcome: string }) => e.outcome)).toEqual(['bad_signature'])
     expect(detail.events[0]).toMatchObject({ provider_event_id: null, key_ids: [], received_at: expect.stringMatching(ISO_MS) })
   })
 

@@ -58,14 +58,16 @@ export function connectorRoutes(deps: Deps) {
 export function hookRoutes(deps: Deps, wakeMailer: () => void) {
   return new Elysia({ name: 'keyward.hooks', detail: { tags: ['Payments'] } }).post(
     '/hooks/:connector_id',
-    ({ params, body, request }) => service.receiveHook(deps, params.connector_id, body as Uint8Array, request.headers, wakeMailer),
+    ({ params, body, request, server }) =>
+      service.receiveHook(deps, params.connector_id, body as Uint8Array, request.headers, server?.requestIP(request)?.address ?? null, wakeMailer),
     {
       params: t.Object({ connector_id: t.String() }),
-      response: { 200: HookAnswer, ...problems(400, 413, 503) },
+      response: { 200: HookAnswer, ...problems(400, 413, 429, 503) },
       detail: {
         summary: "A payment provider's webhook (Stripe, Paddle, Lemon Squeezy), verified by its signature",
         description:
-          'Send the provider\'s webhook here as the provider sends it (body up to 1 MiB). 400 for an unknown connector, a bad or stale signature, or a malformed payload; 200 for an accepted, ignored, unmapped or duplicate event.',
+          'Send the provider\'s webhook here as the provider sends it (body up to 1 MiB). 400 for an unknown connector or a bad or stale signature (one answer for both), or a malformed payload; ' +
+          '429 past 50 calls a second from one address or 20 to one connector (per node); 200 for an accepted, ignored, unmapped or duplicate event.',
       },
     },
   )

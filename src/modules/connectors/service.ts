@@ -3,6 +3,7 @@ import { isId, newId, open, seal } from '../../infra/crypto'
 import { invalid, notFound } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { applyIntent, Unmapped, type Applied } from './apply'
+import { hookGateOf } from './hook-gate'
 import { BadSignature, Malformed, type ReadEvent } from './intents'
 import type { Connector, ConnectorDetail, CreateConnectorBody, HookAnswer, Mapping, PatchConnectorBody, Provider } from './model'
 import { readLemonSqueezy, verifyLemonSqueezy } from './providers/lemonsqueezy'
@@ -28,7 +29,7 @@ async function checkMappings(deps: Deps, who: Principal, mappings: Mapping[]): P
 
 export async function createConnector(deps: Deps, who: Principal, input: CreateConnectorBody): Promise<Connector> {
   const mappings = await checkMappings(deps, who, input.mappings ?? [])
-  return deps.sql.begin((tx) =>
+  const created = await deps.sql.begin((tx) =>
     repo.insertConnector(tx, {
       id: newId('con'),
       accountId: who.accountId,
@@ -39,6 +40,8 @@ export async function createConnector(deps: Deps, who: Principal, input: CreateC
       emailKeys: input.email_keys ?? false,
     }),
   )
+  hookGateOf(deps).created(created.id) // its hooks are answered from the first call on this node (hook-gate.ts)
+  return created
 }
 
 export const listConnectors = (deps: Deps, who: Principal) => repo.listConnectors(deps.sql, who.accountId)
@@ -68,9 +71,15 @@ export async function updateConnector(deps: Deps, who: Principal, id: string, in
 /** The keys it issued stay; their links to provider objects go (later provider events find nothing). */
 export async function deleteConnector(deps: Deps, who: Principal, id: string): Promise<void> {
   if (!isId('con', id) || !(await repo.deleteConnector(deps.sql, who.accountId, id))) throw notFound('connector', id)
+  hookGateOf(deps).forget(id)
 }
 
-const SIGNATURE_HEADER: Record<Provider, string> = { stripe: 'header.stripe-signature', paddle: 'header.paddle-signature', lemonsqueezy: 'header.x-signature' }
+/**
+ * The one answer to an unknown connector id and to a missing, wrong or stale signature: the same
+ * status and body, so the door says nothing about which ids exist. Why a signature failed is on the
+ * connector's events (GET /v1/connectors/:id), which only its account reads.
+ */
+const notVerified = () => invalid('signature', 'does not verify for this endpoint')
 
 async function readEvent(provider: Provider, raw: Buffer, headers: Headers, secret: string): Promise<ReadEvent> {
   switch (provider) {
@@ -88,17 +97,34 @@ async function readEvent(provider: Provider, raw: Buffer, headers: Headers, secr
  * transaction. A replay (or a concurrent redelivery that committed first) changes nothing. Refusals
  * (bad signature, malformed, unmapped) are shown on the connector and not claimed.
  */
-export async function receiveHook(deps: Deps, connectorId: string, body: Uint8Array, headers: Headers, wakeMailer: () => void): Promise<HookAnswer> {
-  const connector = isId('con', connectorId) ? await repo.findForHook(deps.sql, connectorId) : null
-  if (!connector) throw invalid('params.connector_id', 'is not a connector on this server')
+export async function receiveHook(
+  deps: Deps,
+  connectorId: string,
+  body: Uint8Array,
+  headers: Headers,
+  address: string | null,
+  wakeMailer: () => void,
+): Promise<HookAnswer> {
+  // Rates, then the known ids, before Postgres; an unknown id and a bad signature answer alike (hook-gate.ts)
+  const gate = hookGateOf(deps)
+  const now = Date.now()
+  const wellFormed = isId('con', connectorId)
+  gate.admit(connectorId, wellFormed, address, now)
+  const connector = wellFormed && (await gate.known(connectorId, now)) ? await repo.findForHook(deps.sql, connectorId) : null
+  if (!connector) {
+    gate.forget(connectorId)
+    gate.unknown()
+    throw notVerified()
+  }
   const raw = Buffer.from(body.buffer, body.byteOffset, body.byteLength)
   let read: ReadEvent
   try {
     read = await readEvent(connector.provider, raw, headers, open(deps.secretKey, connector.secretSealed).toString('utf8'))
   } catch (err) {
     if (err instanceof BadSignature) {
-      await repo.recordRefusal(deps.sql, connector.id, null, 'bad_signature', err.message)
-      throw invalid(SIGNATURE_HEADER[connector.provider], `does not verify: ${err.message}`)
+      // counted, and written for the console at most once a minute per connector (hook-gate.ts)
+      if (gate.badSignature(connector.id, now)) await repo.recordRefusal(deps.sql, connector.id, null, 'bad_signature', err.message)
+      throw notVerified()
     }
     if (err instanceof Malformed) {
       await repo.recordRefusal(deps.sql, connector.id, null, 'malformed', err.message)

@@ -24,7 +24,12 @@ export const ImportBody = t.Union(
     ),
     t.String({ description: 'application/x-ndjson (one row per line) or text/csv (a header row; metadata, entitlements, credits and activations cells hold JSON)' }),
   ],
-  { description: 'At most 8 MiB' },
+  {
+    description: 'At most 8 MiB',
+    // Elysia's validation error serialises the whole rejected value into its message unless the
+    // failing schema names its own: 8 MiB of array cost over a second of event loop (docs/decisions.md, "Requests").
+    error: 'must be {"rows": [...]} (application/json), NDJSON or CSV text',
+  },
 )
 
 export const ImportAnswer = t.Object({

@@ -3,8 +3,9 @@
 // read (a broken JSON line, a CSV record with the wrong number of cells) is still a row, with its
 // problem, so the answer lists every bad row at once. What is wrong with the file as a whole (not
 // UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
-import { parse } from 'csv-parse/sync'
+import { parse } from 'csv-parse'
 import { AppError, invalid, type FieldError } from '../../core/errors'
+import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../core/json-depth'
 import { findUnstorable, UNSTORABLE } from '../../http/kernel'
 import { spreadsheetPlain } from './csv-cells'
 
@@ -12,6 +13,12 @@ import { spreadsheetPlain } from './csv-cells'
 export const MAX_IMPORT_ROWS = 10_000
 /** At most this many bytes per request (more: 413, before the body is read). */
 export const MAX_IMPORT_BYTES = 8 * 1024 * 1024
+/**
+ * At most this many bytes per NDJSON line or CSV record: what one row may cost in a single synchronous
+ * parse (the rows are checked with pauses between them, see import-service.ts). A key with 10,000
+ * activations exported fits (docs/api.md, "Import").
+ */
+export const MAX_IMPORT_LINE_BYTES = 2 * 1024 * 1024
 
 export interface RawRow {
   line: number
@@ -49,7 +56,16 @@ export function formatOf(contentType: string | null | undefined): ImportFormat |
   return null
 }
 
-export function parseRows(format: ImportFormat, body: unknown): RawRow[] {
+/**
+ * Reading 8 MiB of CSV is about 300 ms of JavaScript and 10,000 NDJSON lines some 30: done in slices,
+ * with the event loop free between them, so the node's validate answers never wait for a whole file
+ * (docs/decisions.md, "Requests").
+ */
+const SLICE_BYTES = 64 * 1024
+const SLICE_ROWS = 500
+const breathe = () => new Promise<void>((resolve) => setImmediate(resolve))
+
+export async function parseRows(format: ImportFormat, body: unknown): Promise<RawRow[]> {
   if (format === 'json') return jsonRows(body)
   if (typeof body !== 'string') throw invalid('body', `must be ${format === 'csv' ? 'CSV' : 'NDJSON'} text`)
   return format === 'csv' ? csvRows(body) : ndjsonRows(body)
@@ -66,13 +82,26 @@ function jsonRows(body: unknown): RawRow[] {
   )
 }
 
-function ndjsonRows(text: string): RawRow[] {
+async function ndjsonRows(text: string): Promise<RawRow[]> {
   const rows: RawRow[] = []
-  const lines = text.split('\n')
-  for (let i = 0; i < lines.length; i++) {
-    const line = lines[i]!.trim()
+  // line by line, not split() at once: 8 MiB of short lines is millions of strings before the row cap
+  for (let i = 0, start = 0; start <= text.length; i++) {
+    if (i % SLICE_ROWS === SLICE_ROWS - 1) await breathe()
+    let end = text.indexOf('\n', start)
+    if (end === -1) end = text.length
+    const line = text.slice(start, end).trim()
+    start = end + 1
     if (line === '') continue // blank lines (a trailing newline) are not rows
     if (rows.length === MAX_IMPORT_ROWS) throw tooMany()
+    // A body's rules (core/json-depth.ts), per line, before JSON.parse
+    if (line.length > MAX_IMPORT_LINE_BYTES) {
+      rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: `must be at most ${MAX_IMPORT_LINE_BYTES} bytes` } })
+      continue
+    }
+    if (nestsDeeperThan(line)) {
+      rows.push({ line: i + 1, fields: null, problem: tooDeepRow('row') })
+      continue
+    }
     let value: unknown
     try {
       value = JSON.parse(line)
@@ -96,11 +125,38 @@ function storable(line: number, fields: Record<string, unknown>): RawRow {
   return { line, fields: null, problem: { field: bad.replace(/^\./, '') || 'row', message: UNSTORABLE } }
 }
 
-function csvRows(text: string): RawRow[] {
-  let records: { record: string[]; info: { bytes: number } }[]
+type CsvRecord = { record: string[]; info: { bytes: number } }
+
+/** The records of a CSV text, fed to csv-parse's streaming parser a slice at a time (see SLICE_BYTES). */
+async function csvRecords(bytes: Buffer): Promise<CsvRecord[]> {
+  const records: CsvRecord[] = []
+  const parser = parse({ bom: true, info: true, relax_column_count: true, skip_empty_lines: true, max_record_size: MAX_IMPORT_LINE_BYTES })
+  let failure: Error | null = null
+  parser.on('data', (r: CsvRecord) => records.push(r))
+  parser.on('error', (err: Error) => (failure ??= err))
+  const ended = new Promise<void>((resolve) => parser.once('end', resolve).once('error', () => resolve()))
+  for (let at = 0; at < bytes.length && failure === null; at += SLICE_BYTES) {
+    parser.write(bytes.subarray(at, at + SLICE_BYTES))
+    // the header and MAX_IMPORT_ROWS rows: no need to read the rest to refuse the file
+    if (records.length > MAX_IMPORT_ROWS + 1) {
+      parser.destroy()
+      throw tooMany()
+    }
+    await breathe()
+  }
+  if (failure === null) parser.end()
+  await ended
+  if (failure !== null) throw failure
+  return records
+}
+
+async function csvRows(text: string): Promise<RawRow[]> {
+  const bytes = Buffer.from(text)
+  let records: CsvRecord[]
   try {
-    records = parse(text, { bom: true, info: true, relax_column_count: true, skip_empty_lines: true }) as unknown as typeof records
+    records = await csvRecords(bytes)
   } catch (err) {
+    if (err instanceof AppError) throw err
     // a broken quote or the like: csv-parse names the line
     throw invalid('body', `is not valid CSV: ${(err as Error).message}`)
   }
@@ -108,9 +164,16 @@ function csvRows(text: string): RawRow[] {
   const header = records[0]!.record.map((c) => c.trim())
   checkHeader(header)
   if (records.length - 1 > MAX_IMPORT_ROWS) throw tooMany()
-  const lineOf = lineCounter(Buffer.from(text))
+  const lineOf = lineCounter(bytes)
   let start = records[0]!.info.bytes
-  return records.slice(1).map(({ record, info }) => {
+  const rows: RawRow[] = []
+  for (const [i, { record, info }] of records.slice(1).entries()) {
+    if (i % SLICE_ROWS === SLICE_ROWS - 1) await breathe()
+    rows.push(csvRow(record, info, header))
+  }
+  return rows
+
+  function csvRow(record: string[], info: { bytes: number }, header: string[]): RawRow {
     // where the record starts (info.bytes is where the previous one ended): a quoted cell may span lines
     const line = lineOf(start)
     start = info.bytes
@@ -124,6 +187,7 @@ function csvRows(text: string): RawRow[] {
       const cell = spreadsheetPlain(record[i]!)
       if (cell === '') return // an empty cell is an absent field
       if (JSON_COLUMNS.has(column)) {
+        if (nestsDeeperThan(cell)) return void problems.push(tooDeepRow(column))
         try {
           fields[column] = JSON.parse(cell)
         } catch {
@@ -137,8 +201,10 @@ function csvRows(text: string): RawRow[] {
       else fields[column] = cell
     })
     return problems.length > 0 ? { line, fields: null, problem: problems[0] } : { line, fields }
-  })
+  }
 }
+
+const tooDeepRow = (field: string): FieldError => ({ field, message: `must not nest objects or arrays more than ${MAX_JSON_DEPTH} levels deep` })
 
 /**
  * The line (from 1) of the first non-blank byte at or after `offset`, for offsets that only grow:

@@ -10,6 +10,7 @@ import { emit, type Actor } from '../events/outbox'
 import { parseRows, type ImportFormat } from './import-parse'
 import { checkRow, type CheckedRow } from './import-rows'
 import { newKeyTerms } from './new-key'
+import { checkDevices, recordDevices } from './import-devices'
 import * as repo from './import-repo'
 
 export interface ImportAnswer {
@@ -43,7 +44,7 @@ export async function importKeys(
   input: { format: ImportFormat; body: unknown; dryRun: boolean },
   record?: RecordCreated,
 ): Promise<ImportAnswer | DryRunAnswer> {
-  const raw = parseRows(input.format, input.body)
+  const raw = await parseRows(input.format, input.body)
   const accountId = who.accountId
   const outcome = await deps.sql
     .begin(async (tx) => {
@@ -108,6 +109,9 @@ export async function importKeys(
         } else if (held.has(p)) placed.push({ row: r, keyHash: scoped, portableHash: p }) // another account's value too
         else placed.push({ row: r, keyHash: p, portableHash: null })
       }
+
+      // one_key_per_device: the devices the rows bring, against the policy's record (import-devices.ts)
+      const devicePolicies = await checkDevices(tx, accountId, placed.map((p) => p.row), fail)
 
       if (bad.size > 0) {
         const list = [...bad.values()].sort((a, b) => a.line - b.line)
@@ -189,6 +193,7 @@ export async function importKeys(
       }
       await repo.insertKeys(tx, keys)
       await repo.insertActivations(tx, activations)
+      await recordDevices(tx, devicePolicies, placed.map((p) => p.row), keys.map((k) => k.id))
       await repo.insertSha256(tx, sha)
       if (keys.length > 0) {
         // one event for the whole import, never one per key

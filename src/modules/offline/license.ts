@@ -9,6 +9,7 @@
 // re-serialise JSON (no canonicalisation questions) and the "license/" prefix keeps a signature over
 // a license from being valid for any other message the key might ever sign.
 import { createHash, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto'
+import { nestsDeeperThan } from '../../core/json-depth'
 
 export const LICENSE_ALG = 'base64+ed25519'
 export const SIGNING_PREFIX = 'license/'
@@ -99,9 +100,11 @@ export function verifyLicense(publicKey: KeyObject, license: ParsedLicense): boo
   }
 }
 
+/** JSON inside a license, read before its signature is checked: held to a body's depth rule (http/kernel.ts). */
 function parseJson(bytes: Buffer): unknown {
   try {
-    return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes)
+    return nestsDeeperThan(text) ? null : JSON.parse(text)
   } catch {
     return null
   }

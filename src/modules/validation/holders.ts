@@ -1,7 +1,7 @@
 // The license holder's routes: POST /v1/devices (the key's active devices, so an app can offer a
 // "manage devices" screen) and POST /v1/deactivate (release the lost laptop). Both take the key as
-// credential and cost Postgres work, so both pass the same gate first: a per-account rate on this node,
-// and a key this node knows not to exist in the account (the hot state, its negative entries
+// credential and cost Postgres work, so both pass the same gate first: a per-account rate and
+// concurrency cap on this node (holder-gate.ts), and a key this node knows not to exist in the account (the hot state, its negative entries
 // included) is answered without Postgres. The list is read from Postgres, not from the hot state
 // (which holds fingerprints only), and neither route counts toward the daily validate quota. The
 // release itself is the activations module's (modules/activations/service.ts, releaseByHolder).
@@ -9,7 +9,6 @@ import { AppError } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import type { Deps } from '../../deps'
 import { portableKeyHash } from '../../infra/crypto'
-import { TokenBuckets } from '../../infra/token-buckets'
 import { listActive } from '../activations/repo'
 import { releaseByHolder } from '../activations/service'
 import { hotKeyOf, keyHashOf, type HotState } from './hot/hot-state'
@@ -17,12 +16,13 @@ import type { ImportedLookup } from './imported'
 import type { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody } from './model'
 import { findHolderKey } from './repo'
+import { HolderGate } from './holder-gate'
 
 const noSuchKey = () => new AppError('not_found', 'No key with this value')
 
 export class Holders {
-  /** POST /v1/devices and /v1/deactivate per account, on this node (HOLDER_RATE_PER_SECOND, HOLDER_RATE_BURST). */
-  private holderCalls: TokenBuckets
+  /** POST /v1/devices and /v1/deactivate per account, on this node: rate and concurrency (holder-gate.ts). */
+  private gate: HolderGate
 
   constructor(
     private deps: Deps,
@@ -30,23 +30,16 @@ export class Holders {
     private imported: ImportedLookup,
     private lastSeen: LastSeenWriter,
   ) {
-    this.holderCalls = new TokenBuckets(deps.config.holderRatePerSecond, deps.config.holderRateBurst)
+    this.gate = new HolderGate(deps.config.holderRatePerSecond, deps.config.holderRateBurst)
   }
 
   /**
-   * The holder's routes cost Postgres work: each call takes a token of the account's bucket on this
-   * node (429 `rate_limited` past it, like validate's), and a key this node knows not to exist in the
-   * account (the hot state, its negative entries included) is answered without Postgres. Returns the
-   * key's hash, or null for an unknown key (or another product's).
+   * A key this node knows not to exist in the account (the hot state, its negative entries included)
+   * is answered without Postgres. Returns the key's hash, or null for an unknown key (or another
+   * product's). Called once the call is admitted by the gate (`admitted`).
    */
   private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
     const now = Date.now()
-    const wait = this.holderCalls.take(who.accountId, now)
-    if (wait > 0) {
-      throw new AppError('rate_limited', "This account's calls to /v1/devices and /v1/deactivate are over their rate on this node; retry shortly", {
-        retryAfter: Math.max(1, Math.ceil(wait / 1000)),
-      })
-    }
     let hotKey = portableKeyHash(key, 'base64')
     if (hotKey === null) return null
     let state = this.hot.get(hotKey, now)
@@ -64,15 +57,33 @@ export class Holders {
    * POST /v1/deactivate: the key's holder releases one of its devices (activations/service.ts,
    * releaseByHolder); a device holding no slot, or an unknown key, is `deactivated: false`.
    */
-  async deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
+  deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
+    return this.admitted(who, () => this.release(who, body))
+  }
+
+  /** POST /v1/devices: the key's active devices; an unknown key (or another product's) is 404. */
+  devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
+    return this.admitted(who, () => this.list(who, body))
+  }
+
+  /** Runs `call` once the account's gate admits it (429 `rate_limited` past its rate or its queue). */
+  private async admitted<T>(who: Principal, call: () => Promise<T>): Promise<T> {
+    const done = await this.gate.admit(who.accountId, Date.now())
+    try {
+      return await call()
+    } finally {
+      done()
+    }
+  }
+
+  private async release(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
     const keyHash = await this.holderKey(who, body.key, null)
     const result = keyHash === null ? null : await releaseByHolder(this.deps, who.accountId, keyHash, body.device_fingerprint.toLowerCase())
     if (!result) return { deactivated: false, activations_used: 0, activation_limit: 0 }
     return { deactivated: result.deactivated, activations_used: result.used, activation_limit: result.limit }
   }
 
-  /** POST /v1/devices: the key's active devices; an unknown key (or another product's) is 404. */
-  async devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
+  private async list(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
     const keyHash = await this.holderKey(who, body.key, body.product_id)
     if (keyHash === null) throw noSuchKey()
     const key = await findHolderKey(this.deps.sql, who.accountId, keyHash)
