@@ -1,6 +1,6 @@
-// Activation slots. The one place that decides whether a device may take a slot of a key: used by
-// validation (new device) and by offline licenses. Callers hold the key row lock (`lockKeyForSlot`)
-// in the same transaction, so N devices racing for the last slot produce exactly one activation.
+// Seats. The one place that decides whether a device may take a seat of a key: used by
+// validation (new device) and by offline licenses. Callers hold the key row lock (`lockKeyForSeat`)
+// in the same transaction, so N devices racing for the last seat produce exactly one activation.
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
@@ -104,8 +104,8 @@ export interface SlotKey {
   pending_duration: string | null
 }
 
-/** Locks the key row for a slot decision. null when the key is not in this account. */
-export async function lockKeyForSlot(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
+/** Locks the key row for a seat decision. null when the key is not in this account. */
+export async function lockKeyForSeat(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
   const cond = 'id' in where ? tx`k.id = ${where.id}` : tx`k.key_hash = ${where.keyHash}`
   // The key row only is locked (`of k`): keys of one policy never wait on each other.
   const [row] = await tx<SlotKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
@@ -123,11 +123,11 @@ export type SlotResult =
   | { kind: 'device_used' }
 
 /**
- * Gives `fingerprint` a slot of the locked `key`: its existing active activation, a new one (with the
- * activation.created event in the same transaction), or `limit` when every slot is taken. A seat whose
- * release is not yet in force on every node (`seat_held_until`, see releaseSlot) is still taken.
+ * Gives `fingerprint` a seat of the locked `key`: its existing active activation, a new one (with the
+ * activation.created event in the same transaction), or `limit` when every seat is taken. A seat whose
+ * release is not yet in force on every node (`seat_held_until`, see freeSeat) is still taken.
  */
-export async function claimSlot(
+export async function takeSeat(
   tx: Tx,
   key: SlotKey,
   device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
@@ -140,7 +140,7 @@ export async function claimSlot(
     const [row] = await tx<ActivationRow[]>`select ${activationColumns(tx)} from activations where id = ${mine.id}`
     return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
   }
-  // one_key_per_device: refused before the limit (the contract's order); recorded only with a slot
+  // one_key_per_device: refused before the limit (the contract's order); recorded only with a seat
   const holder = key.one_key_per_device ? await holderOf(tx, key.policy_id!, device.fingerprint) : key.id
   if (holder !== null && holder !== key.id) return { kind: 'device_used' }
   if (holder === null) {
@@ -186,7 +186,7 @@ async function heldSeats(tx: Tx, keyId: string): Promise<number> {
  * Its seat stays held for at most `holdMs`: the releasing node frees it once the release is in force on
  * every node (`freeSeats`), so no other device takes it while a node may still answer for the old one.
  */
-export async function releaseSlot(
+export async function freeSeat(
   tx: Tx,
   key: { id: string; account_id: string; product_id: string },
   which: { activationId: string } | { fingerprint: string },
@@ -223,8 +223,8 @@ export async function anyInactive(sql: Sql | Tx, graceMs: number): Promise<boole
  * caller's transaction. Rows are claimed `for update skip locked` and the update re-checks
  * status = 'active', so concurrent sweeps never release (or announce) the same activation twice; a
  * row that a last-seen flush holds is skipped and re-read by the next sweep. No key row lock is taken
- * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Seats are held as in
- * releaseSlot. Returns the activations released and the keys whose slots changed (their hashes), for
+ * (and no lock is waited for), so a sweep cannot deadlock with seat decisions. Seats are held as in
+ * freeSeat. Returns the activations released and the keys whose seats changed (their hashes), for
  * the invalidation.
  */
 export async function releaseInactive(tx: Tx, graceMs: number, batch: number, holdMs: number) {

@@ -20,15 +20,15 @@ import type { Tx } from '../../infra/db'
 import { byApiKey, DEVICE, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 import {
-  claimSlot,
+  takeSeat,
   countActive,
   countUserRelease,
   findActivation,
   freeSeats,
   isActiveDevice,
-  lockKeyForSlot,
+  lockKeyForSeat,
   mayReleaseAsUser,
-  releaseSlot,
+  freeSeat,
   type SlotKey,
   type SlotResult,
 } from './repo'
@@ -92,12 +92,12 @@ export async function claimSeat<T = undefined>(
   inClaim?: InClaim<T>,
 ): Promise<ClaimResult<T>> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
-    const key = await lockKeyForSlot(tx, accountId, where)
+    const key = await lockKeyForSeat(tx, accountId, where)
     if (!key) return { kind: 'not_found' }
     if (key.status === 'revoked') return { kind: 'revoked', key }
     if (key.suspended) return { kind: 'suspended', key }
     if (key.expired) return { kind: 'expired', key }
-    const seat = await claimSlot(tx, key, device, actor)
+    const seat = await takeSeat(tx, key, device, actor)
     if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
     return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
   })
@@ -128,12 +128,12 @@ export async function releaseByHolder(
   fingerprint: string,
 ): Promise<{ deactivated: boolean; used: number; limit: number } | null> {
   const result = await deps.sql.begin(async (tx) => {
-    const key = await lockKeyForSlot(tx, accountId, { keyHash })
+    const key = await lockKeyForSeat(tx, accountId, { keyHash })
     if (!key) return null
     if (!mayReleaseAsUser(key) && (await isActiveDevice(tx, key.id, fingerprint))) {
       throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
     }
-    const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
+    const released = await freeSeat(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
     if (released) await countUserRelease(tx, key.id)
     return { released, used: await countActive(tx, key.id), limit: key.activation_limit }
   })
@@ -147,9 +147,9 @@ export async function releaseByAdmin(deps: SeatDeps, who: Principal, keyId: stri
   if (!isId('key', keyId)) throw notFound('key', keyId)
   if (!isId('act', activationId)) throw notFound('activation', activationId)
   const result = await deps.sql.begin(async (tx) => {
-    const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
+    const key = await lockKeyForSeat(tx, who.accountId, { id: keyId })
     if (!key) throw notFound('key', keyId)
-    const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who), seatHoldMs(deps.config))
+    const released = await freeSeat(tx, key, { activationId }, 'admin', byApiKey(who), seatHoldMs(deps.config))
     if (released) return { activation: released, keyHash: key.key_hash }
     const activation = await findActivation(tx, keyId, activationId)
     if (!activation) throw notFound('activation', activationId)
