@@ -1,6 +1,7 @@
 // Seats. The one place that decides whether a device may take a seat of a key: used by
 // validation (new device) and by offline licenses. Callers hold the key row lock (`lockKeyForSeat`)
 // in the same transaction, so N devices racing for the last seat produce exactly one activation.
+import type { SettingValues } from '../../core/key-settings'
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
@@ -76,7 +77,8 @@ export async function findActivation(sql: Sql | Tx, keyId: string, activationId:
   return row ? toActivation(row) : null
 }
 
-export interface SlotKey {
+/** The key row a seat decision locks: its state and its effective settings (core/key-settings.ts). */
+export interface SeatKey extends SettingValues {
   id: string
   account_id: string
   product_id: string
@@ -85,21 +87,11 @@ export interface SlotKey {
   expired: boolean
   /** suspended (and not revoked): refused before expiry is looked at */
   suspended: boolean
-  activation_limit: number
   expires_at: Date | null
-  plan: string | null
   key_hash: string
-  release_after_seconds: number | null
-  /** holder releases allowed over the key's life (null = no cap), and made so far */
-  deactivations_allowed: number | null
+  /** holder releases made so far (of deactivations_allowed) */
   deactivations_used: number
-  /** effective entitlements, grace and after_expiry, for the valid answer */
-  entitlements: Record<string, true | number | string>
-  grace_seconds: number
-  after_expiry: 'refuse' | 'keep'
   policy_id: string | null
-  /** the policy's one_key_per_device */
-  one_key_per_device: boolean
   /** expiry_basis first_activation, before the first activation: the duration it adds */
   pending_duration: string | null
 }
@@ -108,7 +100,7 @@ export interface SlotKey {
 export async function lockKeyForSeat(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
   const cond = 'id' in where ? tx`k.id = ${where.id}` : tx`k.key_hash = ${where.keyHash}`
   // The key row only is locked (`of k`): keys of one policy never wait on each other.
-  const [row] = await tx<SlotKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
+  const [row] = await tx<SeatKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
       k.deactivations_used, ${expiryRefused(tx)} as expired, k.suspended_at is not null as suspended, ${effectiveSettings(tx)}
     from license_keys k ${joinPolicy(tx)} where ${cond} and k.account_id = ${accountId} for update of k`
   return row ?? null
@@ -129,7 +121,7 @@ export type SlotResult =
  */
 export async function takeSeat(
   tx: Tx,
-  key: SlotKey,
+  key: SeatKey,
   device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
   actor: Actor,
 ): Promise<SlotResult> {
@@ -278,7 +270,7 @@ export async function isActiveDevice(sql: Sql | Tx, keyId: string, fingerprint: 
 }
 
 /** Whether the locked key's holder may release one more device (`deactivations_allowed`). */
-export const mayReleaseAsUser = (key: SlotKey) => key.deactivations_allowed === null || key.deactivations_used < key.deactivations_allowed
+export const mayReleaseAsUser = (key: SeatKey) => key.deactivations_allowed === null || key.deactivations_used < key.deactivations_allowed
 
 /**
  * Counts one holder release against the locked key, in the release's transaction: with the row lock

@@ -29,7 +29,7 @@ import {
   lockKeyForSeat,
   mayReleaseAsUser,
   freeSeat,
-  type SlotKey,
+  type SeatKey,
   type SlotResult,
 } from './repo'
 
@@ -70,13 +70,13 @@ export async function afterRelease(deps: SeatDeps, released: Released): Promise<
 
 export type ClaimResult<T> =
   | { kind: 'not_found' }
-  | { kind: 'revoked' | 'suspended' | 'expired'; key: SlotKey }
-  | { kind: 'limit'; key: SlotKey; activeCount: number }
-  | { kind: 'device_used'; key: SlotKey }
-  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SlotKey; extra: T })
+  | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
+  | { kind: 'limit'; key: SeatKey; activeCount: number }
+  | { kind: 'device_used'; key: SeatKey }
+  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SeatKey; extra: T })
 
 /** What a claim does with its seat in the same transaction (offline: store and sign the license). */
-export type InClaim<T> = (tx: Tx, key: SlotKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
+export type InClaim<T> = (tx: Tx, key: SeatKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
 
 /**
  * A device claims a seat of the key (`where`: by hash for validate, by id for offline), under the key
