@@ -39,7 +39,7 @@ export interface NodeDeps extends Deps {
   readonly mailer: Mailer
 }
 
-/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (API-2 §12), an import 8 MiB. */
+/** The routes whose body limit is not the kernel's 64 KiB: the sync route takes 100 licenses (docs/api.md, "Offline licenses"), an import 8 MiB. */
 const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
   ['/v1/offline-licenses/sync', 256 * 1024],
   ['/v1/keys/import', MAX_IMPORT_BYTES],
@@ -50,7 +50,7 @@ const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
-  // The accounts' Ed25519 keys, loaded once per node: offline licenses and signed answers (API-2 §4).
+  // The accounts' Ed25519 keys, loaded once per node: offline licenses and signed answers (docs/api.md, "Signed answers").
   const signers = new Signers(deps.sql, deps.secretKey)
   // The app's routes, for the client-route wrapper (which reads their CLIENT/SIGNED declarations at
   // the first request): set once every module below is mounted.

@@ -33,7 +33,7 @@ const Env = t.Object({
   /** POST /v1/devices and /v1/deactivate: calls a second per account on each node, and the burst allowed. */
   HOLDER_RATE_PER_SECOND: t.Optional(Int),
   HOLDER_RATE_BURST: t.Optional(Int),
-  /** Events, webhook deliveries and attempt logs older than this many days are deleted (API-2 §8). */
+  /** Events, webhook deliveries and attempt logs older than this many days are deleted (docs/operations.md, "Retention"). */
   RETENTION_DAYS: t.Optional(Int),
   /** Create a demo account on first start with an empty embedded database (default: on in embedded mode). */
   DEMO_ACCOUNT: t.Optional(Bool),

@@ -187,7 +187,7 @@ export class Keyward {
     return toDevices(json as DevicesAnswer, fingerprint)
   }
 
-  /** Releases a device's slot: this device by default, or another of the key's devices (from devices()). */
+  /** Releases a device's seat: this device by default, or another of the key's devices (from devices()). */
   async deactivate(fingerprint?: string, input: { key?: string } = {}): Promise<DeactivateResult> {
     const key = this.keyOf(input.key)
     const own = await this.fingerprint()

@@ -1,4 +1,4 @@
-// Offline licenses (API-2 §12): the text is BEGIN/END lines around standard base64 (wrapping allowed)
+// Offline licenses (docs/api.md, "Offline licenses"): the text is BEGIN/END lines around standard base64 (wrapping allowed)
 // of {"enc", "sig", "alg": "base64+ed25519", "kid"}; the signature is Ed25519 over "license/" + enc,
 // enc exactly as transmitted; enc decodes to the payload. A verifier also checks the device, the
 // expiry against its clock, and that issued_at is not more than 5 minutes in the clock's future.

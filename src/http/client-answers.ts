@@ -1,4 +1,4 @@
-// The routes a shipped app calls with the key holder's credentials (API-2 §4, §5): CORS on every
+// The routes a shipped app calls with the key holder's credentials (docs/api.md, "Signed answers" and "CORS"): CORS on every
 // route declared CLIENT, and signed answers on those declared SIGNED (http/responses.ts; the declaration
 // sits in the route's `detail`, where the OpenAPI document reads it too). One implementation for both
 // doors: the validate fast path (modules/validation/fast-path.ts) calls these functions itself, and
@@ -21,7 +21,7 @@ export const SIGNATURE_HEADER = 'keyward-signature'
 const NONCE = /^[A-Za-z0-9_-]{16,128}$/
 const DOMAIN = 'keyward-answer/v2\n'
 
-/** Headers every answer of a client route carries, with or without `Origin` (API-2 §13). */
+/** Headers every answer of a client route carries, with or without `Origin` (docs/api.md, "CORS"). */
 export const CORS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'access-control-allow-origin': '*',
   'access-control-expose-headers': 'keyward-signature, x-request-id, retry-after',

@@ -24,7 +24,7 @@ export const ERRORS = {
     title: 'Device already used',
     when: 'the device already used another key of a one_key_per_device policy',
   },
-  activation_limit: { status: 409, title: 'Activation limit reached', when: "every one of the key's slots is taken" },
+  activation_limit: { status: 409, title: 'Activation limit reached', when: "every one of the key's seats is taken" },
   key_unmetered: { status: 409, title: 'Key unmetered', when: 'changing the credits of a key that has none (credits null)' },
   deactivation_limit: { status: 409, title: 'Deactivation limit reached', when: "past the key's deactivations_allowed" },
   idempotency_key_reused: {

@@ -13,7 +13,7 @@ import { MAX_JSON_DEPTH, nestsDeeperThan } from '../core/json-depth'
 import { problemResponse, statusOf } from './errors'
 import { routePath } from './request-path'
 
-/** The body limit of every route that is not given another (API-2 §12). */
+/** The body limit of every route that is not given another (docs/api.md, "Offline licenses"). */
 export const BODY_LIMIT = 64 * 1024
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/
 
@@ -116,7 +116,7 @@ export function checkDeclaredLength(contentLength: string | null, limit: number)
 /** A NUL in a query value can never be valid and Postgres cannot store it: refused up front, on every route. */
 export function checkQuery(url: string) {
   const q = url.indexOf('?')
-  // Liveness reads no query and must answer 200 whatever a probe appends to it (API-2 §11).
+  // Liveness reads no query and must answer 200 whatever a probe appends to it (docs/api.md, "Operations").
   if (q !== -1 && url.includes('%00', q) && !isLiveness(url)) throw invalid('query', 'must not contain NUL characters')
 }
 
@@ -258,7 +258,7 @@ export function answerLog(log: Logger): AnswerLog {
 
 /**
  * `bodyLimits`: the routes given another body limit than BODY_LIMIT, by path (e.g. the offline-license
- * sync route, API-2 §12). Looked up before routing, so the 413 comes first on those routes too.
+ * sync route, docs/api.md, "Offline licenses"). Looked up before routing, so the 413 comes first on those routes too.
  */
 export function kernel(
   log: Logger,

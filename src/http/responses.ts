@@ -35,7 +35,7 @@ export const IDEMPOTENT_MARK = 'x-keyward-idempotent'
 export const IDEMPOTENT = { [IDEMPOTENT_MARK]: true } as const
 
 /**
- * Marks a client route (API-2 §5: a shipped app calls it with the key holder's credentials, from any
+ * Marks a client route (docs/api.md, "CORS": a shipped app calls it with the key holder's credentials, from any
  * origin); spread into `detail`. The one declaration of it: http/client-answers.ts answers its CORS
  * preflight and puts the CORS headers on every answer, and the docs (http/openapi-fixes.ts) document both.
  */
@@ -44,7 +44,7 @@ export const CLIENT = { [CLIENT_MARK]: true } as const
 
 /**
  * Marks a client route whose answers are signed when the request sends `Keyward-Nonce`
- * (http/client-answers.ts, API-2 §4); spread into `detail`. The docs add the request header and
+ * (http/client-answers.ts, docs/api.md, "Signed answers"); spread into `detail`. The docs add the request header and
  * `Keyward-Signature` on every answer.
  */
 export const SIGNED_MARK = 'x-keyward-signed'

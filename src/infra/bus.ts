@@ -16,7 +16,7 @@ export type BusMessage =
   | { kind: 'api_key'; tokenHash: string }
   /** Account-wide change (plan): drop everything cached for the account. */
   | { kind: 'account'; accountId: string }
-  /** A new device took a slot: other nodes add it to their hot state without reading it back. */
+  /** A new device took a seat: other nodes add it to their hot state without reading it back. */
   | { kind: 'device'; accountId: string; keyHash: string; fingerprint: string; activationId: string }
   /**
    * Delivered locally by a bus that was disconnected and is back: messages may have been missed, so

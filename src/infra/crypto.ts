@@ -138,7 +138,7 @@ export function open(secretKey: Uint8Array, sealed: string): Buffer {
   return Buffer.concat([decipher.update(Buffer.from(body, 'base64url')), decipher.final()])
 }
 
-// ---- Imported key values (API-3 §6): each keeps its own lookup --------------------------------------
+// ---- Imported key values (docs/api.md, "Import and export"): each keeps its own lookup --------------------------------------
 /** What a value imported as it is must be: 6..256 characters once trimmed, no control character. */
 export const IMPORTED_VALUE_RE = /^[^\u0000-\u001F\u007F-\u009F]{6,256}$/
 

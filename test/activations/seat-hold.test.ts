@@ -2,7 +2,7 @@
 // holds it (seat_held_until), the one after-commit path frees it once the invalidation returned, and
 // the hold runs out on its own should the releasing node die in between.
 import { expect, setDefaultTimeout, test } from 'bun:test'
-import { claimSlot, lockKeyForSlot, releaseSlot } from '../../src/modules/activations/repo'
+import { takeSeat, lockKeyForSeat, freeSeat } from '../../src/modules/activations/repo'
 import { afterRelease } from '../../src/modules/activations/service'
 import { DEVICE } from '../../src/modules/events/outbox'
 import { fingerprint, useHarness } from '../support/harness'
@@ -16,13 +16,13 @@ test('a held seat is refused to a new device, free once afterRelease ran, and fr
   const sql = h.node.deps.sql
   const claim = (device: string) =>
     sql.begin(async (tx) => {
-      const locked = (await lockKeyForSlot(tx, accountId, { id: key.id }))!
-      return (await claimSlot(tx, locked, { fingerprint: device, appVersion: null, country: null }, DEVICE)).kind
+      const locked = (await lockKeyForSeat(tx, accountId, { id: key.id }))!
+      return (await takeSeat(tx, locked, { fingerprint: device, appVersion: null, country: null }, DEVICE)).kind
     })
   const release = (device: string, holdMs: number) =>
     sql.begin(async (tx) => {
-      const locked = (await lockKeyForSlot(tx, accountId, { id: key.id }))!
-      return (await releaseSlot(tx, locked, { fingerprint: device }, 'admin', DEVICE, holdMs))!
+      const locked = (await lockKeyForSeat(tx, accountId, { id: key.id }))!
+      return (await freeSeat(tx, locked, { fingerprint: device }, 'admin', DEVICE, holdMs))!
     })
   const [a, b, c] = [fingerprint(), fingerprint(), fingerprint()]
   expect(await claim(a)).toBe('created')

@@ -1,5 +1,5 @@
 // Fixtures for the analytics tests: activations written straight into the system of record with a
-// chosen UTC day and country (the rollup triggers count them exactly as they count claimSlot's).
+// chosen UTC day and country (the rollup triggers count them exactly as they count takeSeat's).
 import { newId } from '../../src/infra/crypto'
 import type { Sql } from '../../src/infra/db'
 import type { Harness } from '../support/harness'

@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { newId } from '../../src/infra/crypto'
 import type { Sql } from '../../src/infra/db'
-import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
+import { takeSeat, lockKeyForSeat } from '../../src/modules/activations/repo'
 import { fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 import { activate, analytics, countedFromRecord } from './fixtures'
 
@@ -56,8 +56,8 @@ test('every kind of write keeps the rollups equal to the record', async () => {
   // the real activation path, with the country from the request
   const k = await newKey(h.call, token, p1.id)
   await sql.begin(async (tx) => {
-    const key = (await lockKeyForSlot(tx, id, { id: k.id }))!
-    expect((await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: '1.0', country: 'NL' }, DEVICE)).kind).toBe('created')
+    const key = (await lockKeyForSeat(tx, id, { id: k.id }))!
+    expect((await takeSeat(tx, key, { fingerprint: fingerprint(), appVersion: '1.0', country: 'NL' }, DEVICE)).kind).toBe('created')
   })
   let a = await expectConsistent(id, token)
   expect(a.overview).toMatchObject({ total_keys: 1, active_keys: 1, total_activations: 1, activations_today: 1 })
@@ -112,8 +112,8 @@ test('concurrent new activations of one account, product and day are all counted
   const claims = keys.flatMap((k) =>
     Array.from({ length: 4 }, () =>
       sql.begin(async (tx) => {
-        const key = (await lockKeyForSlot(tx, id, { id: k.id }))!
-        return (await claimSlot(tx, key, { fingerprint: fingerprint(), appVersion: null, country: 'CA' }, DEVICE)).kind
+        const key = (await lockKeyForSeat(tx, id, { id: k.id }))!
+        return (await takeSeat(tx, key, { fingerprint: fingerprint(), appVersion: null, country: 'CA' }, DEVICE)).kind
       }),
     ),
   )

@@ -6,12 +6,12 @@
 //   DATABASE_URL=postgres://user@host:5432/db BENCH_KEYS=1000000 BENCH_ACTIVATIONS=3000000 bun run bench:analytics
 //
 // A fresh database is created for the run and dropped at the end. Seeding is plain
-// `insert ... select generate_series` (the same triggers count it as they count claimSlot's inserts).
+// `insert ... select generate_series` (the same triggers count it as they count takeSeat's inserts).
 import { DEVICE } from '../../src/modules/events/outbox'
 import postgres from 'postgres'
 import { loadConfig } from '../../src/config'
 import { createLogger } from '../../src/infra/log'
-import { claimSlot, lockKeyForSlot } from '../../src/modules/activations/repo'
+import { takeSeat, lockKeyForSeat } from '../../src/modules/activations/repo'
 import { createAccount } from '../../src/modules/accounts/service'
 import { startNode } from '../../src/node'
 import { median } from './stats'
@@ -174,7 +174,7 @@ try {
   // The write path: the new-device transaction (lock key, count slots, insert activation + event) of
   // the validate route, with the rollup triggers and with them disabled, one at a time and 8 at once
   // on keys of the same account, product and day (the hot-row case).
-  console.log(`\nNew-device transactions (claimSlot: lock key, count slots, insert activation + event; ${WRITES} per run,`)
+  console.log(`\nNew-device transactions (takeSeat: lock key, count slots, insert activation + event; ${WRITES} per run,`)
   console.log(`median of ${ROUNDS} interleaved rounds). "hot": 8 writers on one product and country of one account today,`)
   console.log(`the rows they all update; "spread": each writer on its own product and country.\n`)
   console.log('  rollup triggers   writers        median ms     tx/s')
@@ -194,9 +194,9 @@ try {
   const newDevice = async (keyId: string, country: string) => {
     const t0 = performance.now()
     await sql.begin(async (tx) => {
-      const key = (await lockKeyForSlot(tx, other.account.id, { id: keyId }))!
+      const key = (await lockKeyForSeat(tx, other.account.id, { id: keyId }))!
       const fingerprint = crypto.getRandomValues(new Uint8Array(32)).reduce((s, b) => s + b.toString(16).padStart(2, '0'), '')
-      await claimSlot(tx, key, { fingerprint, appVersion: '1.0', country }, DEVICE)
+      await takeSeat(tx, key, { fingerprint, appVersion: '1.0', country }, DEVICE)
     })
     return ms(t0)
   }

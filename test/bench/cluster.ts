@@ -6,6 +6,7 @@
 //  2. Validate throughput with WORKERS=2 relative to WORKERS=1, same machine, same run (wrk when
 //     installed, else a Bun client).
 // A program, not a test: it prints figures and ratios and asserts nothing about time.
+import { benchAccount, requireServices } from './fixture'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { connect, type NatsConnection } from 'nats'
 import { tmpdir } from 'node:os'
@@ -15,14 +16,10 @@ import { migrate } from '../../src/infra/migrate'
 import { NatsBus } from '../../src/infra/nats-bus'
 import { announce } from '../../src/infra/cluster-nodes'
 import { ADMIN_TOKEN, client, freshDatabase, newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
+import { fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
 import { median } from './stats'
 
-if (!clusterMode) {
-  console.error('bench:cluster needs DATABASE_URL, NATS_URL and REDIS_URL (the local services), e.g.\n' +
-    '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379 bun run bench:cluster')
-  process.exit(1)
-}
+requireServices('bun run bench:cluster', ['DATABASE_URL', 'NATS_URL', 'REDIS_URL'])
 
 const ROUNDS = Number(process.argv[2] ?? 300)
 const SECONDS = Number(process.argv[3] ?? 3)
@@ -76,8 +73,7 @@ try {
   nodes.push(...(await Promise.all([1, 2].map(() => startNodeProcess(db.url!)))))
   await Bun.sleep(700)
   const admin = client(nodes[0]!.url)
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
-  const token: string = acct.body.api_key.token
+  const { token } = await benchAccount(admin)
   const product = await newProduct(admin, token)
   const n = Math.min(ROUNDS, 200)
   const revokeRound = async (writer: NodeProcess, readers: NodeProcess[]) => {

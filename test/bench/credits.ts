@@ -4,18 +4,15 @@
 // (cluster mode). A program, not a test: it prints figures and asserts nothing about time.
 //
 //   bun run bench:credits [rounds=3] [seconds=4]
+import { benchAccount, requireServices } from './fixture'
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ADMIN_TOKEN, client, freshDatabase, newKey, newProduct } from '../support/harness'
-import { clusterMode, fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
+import { fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
 import { median } from './stats'
 
-if (!clusterMode) {
-  console.error('bench:credits needs DATABASE_URL, NATS_URL and REDIS_URL (the local services), e.g.\n' +
-    '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379 bun run bench:credits')
-  process.exit(1)
-}
+requireServices('bun run bench:credits', ['DATABASE_URL', 'NATS_URL', 'REDIS_URL'])
 if (Bun.spawnSync(['sh', '-c', 'command -v wrk']).exitCode !== 0) {
   console.error('bench:credits needs wrk (apt-get install -y wrk)')
   process.exit(1)
@@ -51,8 +48,7 @@ try {
   for (let i = 0; i < 3; i++) nodes.push(await startNodeProcess(db.url!, { env: { LOG_LEVEL: 'error' } }))
   await Bun.sleep(700)
   const admin = client(nodes[0]!.url)
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
-  const token: string = acct.body.api_key.token
+  const { token } = await benchAccount(admin)
   const product = await newProduct(admin, token)
   const device = fingerprint(1, 'be0c4')
   const plain = await newKey(admin, token, product.id)

@@ -9,15 +9,13 @@
 // every 50 ms while the client reads the export as fast as it can without keeping it; the baseline,
 // in the same run, is the same export filtered to one product holding 1% of the keys.
 // A program, not a test: it prints figures and asserts nothing.
+import { benchAccount, requireServices } from './fixture'
 import { readFileSync } from 'node:fs'
 import postgres from 'postgres'
 import { ADMIN_TOKEN, client, createDatabaseOn, newProduct } from '../support/harness'
 import { startNodeProcess, type NodeProcess } from '../support/cluster'
 
-if (!process.env.DATABASE_URL || !process.env.NATS_URL) {
-  console.error('bench:export needs DATABASE_URL and NATS_URL (the local services)')
-  process.exit(1)
-}
+requireServices('bun run bench:export', ['DATABASE_URL', 'NATS_URL'])
 
 const KEYS = Number(process.env.BENCH_EXPORT_KEYS ?? 1_000_000)
 const FORMAT = process.env.BENCH_EXPORT_FORMAT ?? 'ndjson'
@@ -48,13 +46,12 @@ async function measure(node: NodeProcess, token: string, query: string) {
   return { status: res.status, rows: FORMAT === 'csv' ? rows - 1 : rows, bytes, seconds: (performance.now() - t0) / 1000, before, growth: peak - before }
 }
 
-const db = await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench')
+const db = await createDatabaseOn(process.env.DATABASE_URL!, 'keyward_bench')
 let node: NodeProcess | null = null
 try {
   node = await startNodeProcess(db.url, { env: { LOG_LEVEL: 'error' } })
   const admin = client(node.url)
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
-  const token: string = acct.body.api_key.token
+  const { id: accountId, token } = await benchAccount(admin)
   const big = await newProduct(admin, token)
   const small = await newProduct(admin, token)
   const sql = postgres(db.url, { max: 1, onnotice: () => {} })
@@ -62,12 +59,12 @@ try {
   try {
     // every 100th key is the small product's (the baseline); every 10th has a device
     await sql`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, activation_limit, metadata, created_at)
-      select 'key_' || lpad(i::text, 26, '0'), ${acct.body.account.id}, case when i % 100 = 0 then ${small.id} else ${big.id} end,
+      select 'key_' || lpad(i::text, 26, '0'), ${accountId}, case when i % 100 = 0 then ${small.id} else ${big.id} end,
         encode(sha256(('bench-' || i)::bytea), 'hex'), 'BENCH', 3, jsonb_build_object('customer', 'c' || i),
         now() - make_interval(secs => ${KEYS} - i)
       from generate_series(1, ${KEYS}) i`
     await sql`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name)
-      select 'act_' || lpad(i::text, 26, '0'), ${acct.body.account.id}, 'key_' || lpad(i::text, 26, '0'), ${big.id},
+      select 'act_' || lpad(i::text, 26, '0'), ${accountId}, 'key_' || lpad(i::text, 26, '0'), ${big.id},
         encode(sha256(('device-' || i)::bytea), 'hex'), 'Laptop'
       from generate_series(10, ${KEYS}, 10) i where i % 100 <> 0`
     await sql`vacuum analyze license_keys`

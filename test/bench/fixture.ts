@@ -1,6 +1,7 @@
 // What the validate benchmarks measure against: an account on a running node (enterprise: unlimited
 // quota, so runs measure counting, not 429s), one key, one device already activated.
 import { randomBytes } from 'node:crypto'
+import type { Client } from '../support/harness'
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
 
@@ -33,4 +34,24 @@ export async function prepareBenchKey(url: string): Promise<BenchKey> {
   const first = await call('POST', '/v1/validate', token, JSON.parse(body))
   if (first.valid !== true) throw new Error(`bench key does not validate: ${JSON.stringify(first)}`)
   return { token, body, keyValue: key.key_value as string, fingerprint, answer: JSON.stringify(first) }
+}
+
+type Service = 'DATABASE_URL' | 'NATS_URL' | 'REDIS_URL'
+const LOCAL: Record<Service, string> = {
+  DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/postgres',
+  NATS_URL: 'nats://127.0.0.1:4222',
+  REDIS_URL: 'redis://127.0.0.1:6379',
+}
+
+/** A benchmark that needs the local services: without them it says how to run it and exits 1. */
+export function requireServices(command: string, needs: Service[]) {
+  if (needs.every((v) => process.env[v])) return
+  console.error(`${command} needs ${needs.join(', ')} (the local services), e.g.\n  ${needs.map((v) => `${v}=${LOCAL[v]}`).join(' ')} ${command}`)
+  process.exit(1)
+}
+
+/** A new enterprise account (unlimited quota: a run measures the work, not 429s) on a node: its id and full_access token. */
+export async function benchAccount(admin: Client, name = 'Bench'): Promise<{ id: string; token: string }> {
+  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name, plan: 'enterprise' } })
+  return { id: acct.body.account.id, token: acct.body.api_key.token }
 }

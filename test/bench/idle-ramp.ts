@@ -12,19 +12,16 @@
 //   NODES=1       node processes, clients spread over them
 //   STALL_MS=1000 an answer slower than this counts as a stall
 //   LOAD=bun|wrk  load generator (wrk when installed, else Bun fetch)
+import { benchAccount, requireServices } from './fixture'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import postgres from 'postgres'
 import { ADMIN_TOKEN, freshDatabase, newKey, newProduct } from '../support/harness'
-import { clusterMode, startNodeProcess, type NodeProcess } from '../support/cluster'
+import { startNodeProcess, type NodeProcess } from '../support/cluster'
 
-if (!clusterMode) {
-  console.error('idle-ramp needs DATABASE_URL, NATS_URL and REDIS_URL (the local services), e.g.\n' +
-    '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres NATS_URL=nats://127.0.0.1:4222 REDIS_URL=redis://127.0.0.1:6379 bun test/bench/idle-ramp.ts')
-  process.exit(1)
-}
+requireServices('bun test/bench/idle-ramp.ts', ['DATABASE_URL', 'NATS_URL', 'REDIS_URL'])
 
 const num = (name: string, d: number) => Number(process.env[name] ?? d)
 const IDLE_S = num('IDLE_S', 65)

@@ -12,15 +12,13 @@
 // the import; the figures are the import's time, validate's rate and p99 latency during it against
 // the baseline, and any validate answer that was not a valid 200.
 // A program, not a test: it prints figures and asserts nothing.
+import { benchAccount, requireServices } from './fixture'
 import { loadavg } from 'node:os'
 import { newKeyValue } from '../../src/infra/crypto'
 import { ADMIN_TOKEN, client, createDatabaseOn, newProduct } from '../support/harness'
 import { fingerprint, startNodeProcess, type NodeProcess } from '../support/cluster'
 
-if (!process.env.DATABASE_URL || !process.env.NATS_URL) {
-  console.error('bench:import needs DATABASE_URL and NATS_URL (the local services)')
-  process.exit(1)
-}
+requireServices('bun run bench:import', ['DATABASE_URL', 'NATS_URL'])
 
 const ROWS = Number(process.env.BENCH_IMPORT_ROWS ?? 100_000)
 const REQUESTS = Number(process.env.BENCH_IMPORT_REQUESTS ?? 10)
@@ -29,13 +27,12 @@ const PARALLEL = Number(process.env.BENCH_IMPORT_PARALLEL ?? 2)
 const RATE = Number(process.env.BENCH_IMPORT_RATE ?? 1000)
 const BASELINE_MS = Number(process.env.BENCH_IMPORT_BASELINE_MS ?? 5_000)
 
-const db = await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench')
+const db = await createDatabaseOn(process.env.DATABASE_URL!, 'keyward_bench')
 let node: NodeProcess | null = null
 try {
   node = await startNodeProcess(db.url, { env: { LOG_LEVEL: 'error' } })
   const admin = client(node.url)
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
-  const token: string = acct.body.api_key.token
+  const { token } = await benchAccount(admin)
   const product = await newProduct(admin, token)
   const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' }
 

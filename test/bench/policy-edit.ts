@@ -11,6 +11,7 @@
 // entitlement `rev` = n, all three visible in a valid answer. An answer is stale when its request was
 // sent after a PATCH returned and it still shows an earlier revision.
 // A program, not a test: it prints figures and asserts nothing about time.
+import { benchAccount, requireServices } from './fixture'
 import { loadavg } from 'node:os'
 import postgres from 'postgres'
 import { hashKeyValue, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
@@ -18,11 +19,7 @@ import { ADMIN_TOKEN, client, createDatabaseOn, newProduct } from '../support/ha
 import { fingerprint, pool, startNodeProcess, type NodeProcess } from '../support/cluster'
 import { median } from './stats'
 
-if (!process.env.DATABASE_URL || !process.env.NATS_URL) {
-  console.error('bench:policy needs DATABASE_URL and NATS_URL (the local services), e.g.\n' +
-    '  DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres NATS_URL=nats://127.0.0.1:4222 bun run bench:policy')
-  process.exit(1)
-}
+requireServices('bun run bench:policy', ['DATABASE_URL', 'NATS_URL'])
 
 const KEYS = Number(process.env.BENCH_POLICY_KEYS ?? 100_000)
 const SAMPLE = Number(process.env.BENCH_POLICY_SAMPLE ?? 2_000)
@@ -32,7 +29,7 @@ const GAP_MS = Number(process.env.BENCH_POLICY_GAP_MS ?? 1500)
 const limitOf = (rev: number) => (Math.abs(rev) % 2 ? 4 : 3)
 const load = () => loadavg().map((x) => x.toFixed(2)).join(' ')
 
-const db = await createDatabaseOn(process.env.DATABASE_URL, 'keyward_bench')
+const db = await createDatabaseOn(process.env.DATABASE_URL!, 'keyward_bench')
 const nodes: NodeProcess[] = []
 try {
   console.log(`policy edit under validate load: ${KEYS.toLocaleString('en')} keys on one policy, 3 nodes, ` +
@@ -41,8 +38,7 @@ try {
   nodes.push(...(await Promise.all([1, 2].map(() => startNodeProcess(db.url, { env: { LOG_LEVEL: 'error' } })))))
   await Bun.sleep(700) // every node has heard the others' heartbeats before PATCH relies on their acks
   const admin = client(nodes[0]!.url)
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name: 'Bench', plan: 'enterprise' } })
-  const token: string = acct.body.api_key.token
+  const { token } = await benchAccount(admin)
   const product = await newProduct(admin, token)
   const created = await admin('POST', '/v1/policies', {
     token,

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, test } from 'bun:test'
 import { OPERATOR } from '../../src/modules/events/outbox'
-import { releaseSlot } from '../../src/modules/activations/repo'
+import { freeSeat } from '../../src/modules/activations/repo'
 import { signLicense } from '../../src/modules/offline/license'
 import { Signers } from '../../src/modules/offline/signing-keys'
 import { fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
@@ -60,7 +60,7 @@ describe('sync statuses', () => {
   test('deactivated device → deactivated; valid again once the device holds a slot again', async () => {
     const lic = await issued()
     await h.node.deps.sql.begin((tx) =>
-      releaseSlot(tx, { id: lic.key.id, account_id: acct.id, product_id: productId }, { fingerprint: lic.payload.device_fingerprint }, 'admin', OPERATOR, 0),
+      freeSeat(tx, { id: lic.key.id, account_id: acct.id, product_id: productId }, { fingerprint: lic.payload.device_fingerprint }, 'admin', OPERATOR, 0),
     )
     expect((await sync([lic.license])).body.results).toEqual([{ id: lic.id, status: 'deactivated' }])
     const again = await h.call('POST', `/v1/keys/${lic.key.id}/offline-licenses`, {

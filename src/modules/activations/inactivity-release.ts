@@ -13,7 +13,7 @@
 // between nodes and Postgres, and the fallback below).
 // Guaranteed, when every node confirmed: a device is never released if it got a valid answer on any
 // node before the sweep began; an answer given during the sweep itself (its few milliseconds) races
-// it like any two concurrent writes, and that device's next validate takes a slot again if one is
+// it like any two concurrent writes, and that device's next validate takes a seat again if one is
 // free. When a node cannot confirm (NATS down, a node cut off, an older node), the sweep goes on
 // with the grace alone: then an answer given on that node at least one flush interval before the
 // sweep counts, and one given during the last flush interval may not (logged as a warning). A node

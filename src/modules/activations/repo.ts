@@ -1,6 +1,7 @@
-// Activation slots. The one place that decides whether a device may take a slot of a key: used by
-// validation (new device) and by offline licenses. Callers hold the key row lock (`lockKeyForSlot`)
-// in the same transaction, so N devices racing for the last slot produce exactly one activation.
+// Seats. The one place that decides whether a device may take a seat of a key: used by
+// validation (new device) and by offline licenses. Callers hold the key row lock (`lockKeyForSeat`)
+// in the same transaction, so N devices racing for the last seat produce exactly one activation.
+import type { SettingValues } from '../../core/key-settings'
 import type { Sql, Tx } from '../../infra/db'
 import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
@@ -76,7 +77,8 @@ export async function findActivation(sql: Sql | Tx, keyId: string, activationId:
   return row ? toActivation(row) : null
 }
 
-export interface SlotKey {
+/** The key row a seat decision locks: its state and its effective settings (core/key-settings.ts). */
+export interface SeatKey extends SettingValues {
   id: string
   account_id: string
   product_id: string
@@ -85,30 +87,20 @@ export interface SlotKey {
   expired: boolean
   /** suspended (and not revoked): refused before expiry is looked at */
   suspended: boolean
-  activation_limit: number
   expires_at: Date | null
-  plan: string | null
   key_hash: string
-  release_after_seconds: number | null
-  /** holder releases allowed over the key's life (null = no cap), and made so far */
-  deactivations_allowed: number | null
+  /** holder releases made so far (of deactivations_allowed) */
   deactivations_used: number
-  /** effective entitlements, grace and after_expiry, for the valid answer */
-  entitlements: Record<string, true | number | string>
-  grace_seconds: number
-  after_expiry: 'refuse' | 'keep'
   policy_id: string | null
-  /** the policy's one_key_per_device */
-  one_key_per_device: boolean
   /** expiry_basis first_activation, before the first activation: the duration it adds */
   pending_duration: string | null
 }
 
-/** Locks the key row for a slot decision. null when the key is not in this account. */
-export async function lockKeyForSlot(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
+/** Locks the key row for a seat decision. null when the key is not in this account. */
+export async function lockKeyForSeat(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }) {
   const cond = 'id' in where ? tx`k.id = ${where.id}` : tx`k.key_hash = ${where.keyHash}`
   // The key row only is locked (`of k`): keys of one policy never wait on each other.
-  const [row] = await tx<SlotKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
+  const [row] = await tx<SeatKey[]>`select k.id, k.account_id, k.product_id, k.status, k.expires_at, k.key_hash, k.policy_id, k.pending_duration,
       k.deactivations_used, ${expiryRefused(tx)} as expired, k.suspended_at is not null as suspended, ${effectiveSettings(tx)}
     from license_keys k ${joinPolicy(tx)} where ${cond} and k.account_id = ${accountId} for update of k`
   return row ?? null
@@ -123,13 +115,13 @@ export type SlotResult =
   | { kind: 'device_used' }
 
 /**
- * Gives `fingerprint` a slot of the locked `key`: its existing active activation, a new one (with the
- * activation.created event in the same transaction), or `limit` when every slot is taken. A seat whose
- * release is not yet in force on every node (`seat_held_until`, see releaseSlot) is still taken.
+ * Gives `fingerprint` a seat of the locked `key`: its existing active activation, a new one (with the
+ * activation.created event in the same transaction), or `limit` when every seat is taken. A seat whose
+ * release is not yet in force on every node (`seat_held_until`, see freeSeat) is still taken.
  */
-export async function claimSlot(
+export async function takeSeat(
   tx: Tx,
-  key: SlotKey,
+  key: SeatKey,
   device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
   actor: Actor,
 ): Promise<SlotResult> {
@@ -140,7 +132,7 @@ export async function claimSlot(
     const [row] = await tx<ActivationRow[]>`select ${activationColumns(tx)} from activations where id = ${mine.id}`
     return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
   }
-  // one_key_per_device: refused before the limit (the contract's order); recorded only with a slot
+  // one_key_per_device: refused before the limit (the contract's order); recorded only with a seat
   const holder = key.one_key_per_device ? await holderOf(tx, key.policy_id!, device.fingerprint) : key.id
   if (holder !== null && holder !== key.id) return { kind: 'device_used' }
   if (holder === null) {
@@ -186,7 +178,7 @@ async function heldSeats(tx: Tx, keyId: string): Promise<number> {
  * Its seat stays held for at most `holdMs`: the releasing node frees it once the release is in force on
  * every node (`freeSeats`), so no other device takes it while a node may still answer for the old one.
  */
-export async function releaseSlot(
+export async function freeSeat(
   tx: Tx,
   key: { id: string; account_id: string; product_id: string },
   which: { activationId: string } | { fingerprint: string },
@@ -223,8 +215,8 @@ export async function anyInactive(sql: Sql | Tx, graceMs: number): Promise<boole
  * caller's transaction. Rows are claimed `for update skip locked` and the update re-checks
  * status = 'active', so concurrent sweeps never release (or announce) the same activation twice; a
  * row that a last-seen flush holds is skipped and re-read by the next sweep. No key row lock is taken
- * (and no lock is waited for), so a sweep cannot deadlock with slot decisions. Seats are held as in
- * releaseSlot. Returns the activations released and the keys whose slots changed (their hashes), for
+ * (and no lock is waited for), so a sweep cannot deadlock with seat decisions. Seats are held as in
+ * freeSeat. Returns the activations released and the keys whose seats changed (their hashes), for
  * the invalidation.
  */
 export async function releaseInactive(tx: Tx, graceMs: number, batch: number, holdMs: number) {
@@ -278,7 +270,7 @@ export async function isActiveDevice(sql: Sql | Tx, keyId: string, fingerprint: 
 }
 
 /** Whether the locked key's holder may release one more device (`deactivations_allowed`). */
-export const mayReleaseAsUser = (key: SlotKey) => key.deactivations_allowed === null || key.deactivations_used < key.deactivations_allowed
+export const mayReleaseAsUser = (key: SeatKey) => key.deactivations_allowed === null || key.deactivations_used < key.deactivations_allowed
 
 /**
  * Counts one holder release against the locked key, in the release's transaction: with the row lock

@@ -14,7 +14,7 @@ export function activationRoutes(deps: Deps) {
       response: { 200: Activation, ...behindAuth(), ...problems(404) },
       detail: {
         tags: ['License keys'],
-        summary: 'Deactivate one activation (reason admin), freeing the slot at once on every node',
+        summary: 'Deactivate one activation (reason admin), freeing the seat at once on every node',
       },
     })
 }

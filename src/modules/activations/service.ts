@@ -20,16 +20,16 @@ import type { Tx } from '../../infra/db'
 import { byApiKey, DEVICE, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 import {
-  claimSlot,
+  takeSeat,
   countActive,
   countUserRelease,
   findActivation,
   freeSeats,
   isActiveDevice,
-  lockKeyForSlot,
+  lockKeyForSeat,
   mayReleaseAsUser,
-  releaseSlot,
-  type SlotKey,
+  freeSeat,
+  type SeatKey,
   type SlotResult,
 } from './repo'
 
@@ -70,13 +70,13 @@ export async function afterRelease(deps: SeatDeps, released: Released): Promise<
 
 export type ClaimResult<T> =
   | { kind: 'not_found' }
-  | { kind: 'revoked' | 'suspended' | 'expired'; key: SlotKey }
-  | { kind: 'limit'; key: SlotKey; activeCount: number }
-  | { kind: 'device_used'; key: SlotKey }
-  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SlotKey; extra: T })
+  | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
+  | { kind: 'limit'; key: SeatKey; activeCount: number }
+  | { kind: 'device_used'; key: SeatKey }
+  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SeatKey; extra: T })
 
 /** What a claim does with its seat in the same transaction (offline: store and sign the license). */
-export type InClaim<T> = (tx: Tx, key: SlotKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
+export type InClaim<T> = (tx: Tx, key: SeatKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
 
 /**
  * A device claims a seat of the key (`where`: by hash for validate, by id for offline), under the key
@@ -92,12 +92,12 @@ export async function claimSeat<T = undefined>(
   inClaim?: InClaim<T>,
 ): Promise<ClaimResult<T>> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
-    const key = await lockKeyForSlot(tx, accountId, where)
+    const key = await lockKeyForSeat(tx, accountId, where)
     if (!key) return { kind: 'not_found' }
     if (key.status === 'revoked') return { kind: 'revoked', key }
     if (key.suspended) return { kind: 'suspended', key }
     if (key.expired) return { kind: 'expired', key }
-    const seat = await claimSlot(tx, key, device, actor)
+    const seat = await takeSeat(tx, key, device, actor)
     if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
     return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
   })
@@ -128,12 +128,12 @@ export async function releaseByHolder(
   fingerprint: string,
 ): Promise<{ deactivated: boolean; used: number; limit: number } | null> {
   const result = await deps.sql.begin(async (tx) => {
-    const key = await lockKeyForSlot(tx, accountId, { keyHash })
+    const key = await lockKeyForSeat(tx, accountId, { keyHash })
     if (!key) return null
     if (!mayReleaseAsUser(key) && (await isActiveDevice(tx, key.id, fingerprint))) {
       throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
     }
-    const released = await releaseSlot(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
+    const released = await freeSeat(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
     if (released) await countUserRelease(tx, key.id)
     return { released, used: await countActive(tx, key.id), limit: key.activation_limit }
   })
@@ -147,9 +147,9 @@ export async function releaseByAdmin(deps: SeatDeps, who: Principal, keyId: stri
   if (!isId('key', keyId)) throw notFound('key', keyId)
   if (!isId('act', activationId)) throw notFound('activation', activationId)
   const result = await deps.sql.begin(async (tx) => {
-    const key = await lockKeyForSlot(tx, who.accountId, { id: keyId })
+    const key = await lockKeyForSeat(tx, who.accountId, { id: keyId })
     if (!key) throw notFound('key', keyId)
-    const released = await releaseSlot(tx, key, { activationId }, 'admin', byApiKey(who), seatHoldMs(deps.config))
+    const released = await freeSeat(tx, key, { activationId }, 'admin', byApiKey(who), seatHoldMs(deps.config))
     if (released) return { activation: released, keyHash: key.key_hash }
     const activation = await findActivation(tx, keyId, activationId)
     if (!activation) throw notFound('activation', activationId)

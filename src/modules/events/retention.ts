@@ -1,4 +1,4 @@
-// Retention (API-2 §8): events, webhook deliveries and attempt logs older than RETENTION_DAYS are
+// Retention (docs/operations.md, "Retention"): events, webhook deliveries and attempt logs older than RETENTION_DAYS are
 // deleted by a background job, so a busy account does not grow them without bound.
 // - Small batches, each its own short transaction: no long locks; rows a delivery worker holds are
 //   skipped (SKIP LOCKED) and go on a later run.

@@ -1,6 +1,6 @@
 // one_key_per_device for imported keys (docs/decisions.md, "Import and export of keys"): a device an
 // import brings on a key of such a policy is recorded for the policy in the import's transaction, as
-// validate's and an offline license's claim records it (activations/repo.ts, claimSlot), so no other
+// validate's and an offline license's claim records it (activations/repo.ts, takeSeat), so no other
 // key of the policy answers valid for it afterwards. A device the policy already records for another
 // key, or that two rows of the file bring, is a bad row: the import would grant what validate refuses.
 import type { FieldError } from '../../core/errors'

@@ -1,4 +1,4 @@
-// The shapes of the key import and export (API-3 §6). An import row is checked field by field in
+// The shapes of the key import and export (docs/api.md, "Import and export"). An import row is checked field by field in
 // import-rows.ts (every bad row is reported at once, by line), so the body schema only says where the
 // rows are; the row's fields are documented here and in docs/api.md.
 import { OneOf, q, t } from '../../http/schema'

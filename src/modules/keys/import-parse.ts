@@ -1,4 +1,4 @@
-// An import's body → its rows, each with the line an editor shows (API-3 §6): JSON `{rows}` (rows[i]
+// An import's body → its rows, each with the line an editor shows (docs/api.md, "Import and export"): JSON `{rows}` (rows[i]
 // is line i + 1), NDJSON (first line 1) and CSV (header line 1, first row line 2). A row that cannot be
 // read (a broken JSON line, a CSV record with the wrong number of cells) is still a row, with its
 // problem, so the answer lists every bad row at once. What is wrong with the file as a whole (not

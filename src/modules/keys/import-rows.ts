@@ -246,7 +246,7 @@ function checkActivations(v: unknown): ImportActivation[] {
   const fail = (message: string) => new AppError('invalid_request', message, { errors: [{ field: 'activations', message }] })
   if (!Array.isArray(v)) throw fail('must be an array of {device_fingerprint, device_name?, app_version?, activated_at?}')
   // More devices than the limit is allowed, as on a key whose limit was lowered: they keep their
-  // slots, and a new device is refused until enough are released.
+  // seats, and a new device is refused until enough are released.
   if (v.length > 10_000) throw fail(`holds ${v.length} devices; at most 10000`)
   const seen = new Set<string>()
   return v.map((a, i) => {

@@ -1,4 +1,4 @@
-// POST /v1/keys/import: every row checked, then all written in one transaction or none (API-3 §6).
+// POST /v1/keys/import: every row checked, then all written in one transaction or none (docs/api.md, "Import and export").
 // A row whose external_id the account already has is skipped, so running a file again is safe. Where a
 // key is stored (key_hash) is decided per row: its portable hash when no other account holds it, else
 // the account-scoped hash derived from it; a hash-only row waits under its pending hash (crypto.ts).

@@ -80,6 +80,16 @@ const EntitlementsField = t.Unknown({
 const GraceSeconds = t.Union([t.Integer({ minimum: 0, maximum: 31536000 }), t.Null()], { description: '0..31536000; null = 0' })
 const AfterExpiry = t.Union([t.Literal('refuse'), t.Literal('keep'), t.Null()], { description: 'null = refuse' })
 
+/** The settings create and PATCH take alike (the rest differ in what they say or allow). */
+const SettingsIn = {
+  release_after_seconds: t.Optional(ReleaseAfter),
+  deactivations_allowed: t.Optional(DeactivationsAllowed),
+  entitlements: t.Optional(EntitlementsField),
+  grace_seconds: t.Optional(GraceSeconds),
+  after_expiry: t.Optional(AfterExpiry),
+  credits: t.Optional(CreditsIn),
+}
+
 export const CreateKeyBody = t.Object({
   product_id: t.Optional(t.String({ description: 'Required without policy_id; with one, omitted or equal to the policy\'s product' })),
   policy_id: t.Optional(
@@ -91,12 +101,7 @@ export const CreateKeyBody = t.Object({
   activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, description: "Default: the policy's, else 3" })),
   expires_at: t.Optional(t.Union([Instant('Must be in the future; omit or null for a perpetual key'), t.Null()])),
   metadata: t.Optional(t.Unknown({ description: 'A JSON object, at most 8 KiB serialized' })),
-  release_after_seconds: t.Optional(ReleaseAfter),
-  deactivations_allowed: t.Optional(DeactivationsAllowed),
-  entitlements: t.Optional(EntitlementsField),
-  grace_seconds: t.Optional(GraceSeconds),
-  after_expiry: t.Optional(AfterExpiry),
-  credits: t.Optional(CreditsIn),
+  ...SettingsIn,
 })
 export type CreateKeyBody = typeof CreateKeyBody.static
 
@@ -105,12 +110,7 @@ export const PatchKeyBody = t.Object({
   plan: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
   activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, description: 'Lowering it below activations_used deactivates nothing' })),
   metadata: t.Optional(t.Unknown({ description: 'Replaces the whole object: a JSON object, at most 8 KiB serialized' })),
-  release_after_seconds: t.Optional(ReleaseAfter),
-  deactivations_allowed: t.Optional(DeactivationsAllowed),
-  entitlements: t.Optional(EntitlementsField),
-  grace_seconds: t.Optional(GraceSeconds),
-  after_expiry: t.Optional(AfterExpiry),
-  credits: t.Optional(CreditsIn),
+  ...SettingsIn,
   reset: t.Optional(
     t.Array(OneOf(RESETTABLE), {
       uniqueItems: true,

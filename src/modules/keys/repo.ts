@@ -1,46 +1,36 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
-import { overridesOf, type OwnSettings } from '../../core/key-settings'
+import { overridesOf, type OwnSettings, type SettingValues } from '../../core/key-settings'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
 import type { Key, KeyStatus } from './model'
 
-type Row = CreditsColumns & {
-  id: string
-  product_id: string
-  plan: string | null
-  status: KeyStatus
-  activation_limit: number
-  activations_used: number
-  expires_at: Date | null
-  created_at: Date
-  revoked_at: Date | null
-  revoke_reason: string | null
-  suspended_at: Date | null
-  suspend_reason: string | null
-  suspended_until: Date | null
-  metadata: Record<string, unknown>
-  key_prefix: string
-  release_after_seconds: number | null
-  deactivations_allowed: number | null
-  deactivations_used: number
-  entitlements: Record<string, true | number | string>
-  grace_seconds: number
-  after_expiry: 'refuse' | 'keep'
-  policy_id: string | null
-  expiry_pending: boolean
-  external_id: string | null
-  own_fields: string[]
-  own_plan: string | null
-  own_activation_limit: number
-  own_release_after_seconds: number | null
-  own_deactivations_allowed: number | null
-  own_grace_seconds: number | null
-  own_after_expiry: 'refuse' | 'keep' | null
-  own_entitlements: Record<string, true | number | string | null>
-}
+/** The key's own columns as selected: `own_fields` and `own_<setting>` for each of OwnSettings. */
+type OwnColumns = { own_fields: string[] } & { [F in Exclude<keyof OwnSettings, 'own_fields'> as `own_${F}`]: OwnSettings[F] }
+
+type Row = CreditsColumns &
+  Omit<SettingValues, 'one_key_per_device'> &
+  OwnColumns & {
+    id: string
+    product_id: string
+    status: KeyStatus
+    activations_used: number
+    expires_at: Date | null
+    created_at: Date
+    revoked_at: Date | null
+    revoke_reason: string | null
+    suspended_at: Date | null
+    suspend_reason: string | null
+    suspended_until: Date | null
+    metadata: Record<string, unknown>
+    key_prefix: string
+    deactivations_used: number
+    policy_id: string | null
+    expiry_pending: boolean
+    external_id: string | null
+  }
 
 /** The key's own columns, in the shape core/key-settings.ts reads. */
 const ownOf = (r: Row): OwnSettings => ({

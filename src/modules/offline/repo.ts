@@ -40,7 +40,7 @@ export async function insertLicense(
     values (${l.id}, ${l.accountId}, ${l.keyId}, ${l.activationId}, ${l.fingerprint}, ${l.ttlSeconds}, ${l.issuedAt}, ${l.expiresAt})`
 }
 
-/** What sync needs to judge a license now: the key's effective status and the device's live slot. */
+/** What sync needs to judge a license now: the key's effective status and the device's live seat. */
 export interface LicenseState {
   id: string
   key_id: string

@@ -34,7 +34,7 @@ export function offlineRoutes(deps: Deps, signers: Signers) {
             params: IdParam(),
             body: IssueLicenseBody,
             response: { 201: IssuedLicense, ...problems(404, 409) },
-            detail: { summary: 'Issue a signed offline license; the device takes an activation slot', ...IDEMPOTENT },
+            detail: { summary: 'Issue a signed offline license; the device takes a seat', ...IDEMPOTENT },
           },
         )
         .post('/offline-licenses/sync', ({ principal, body }) => service.syncLicenses(deps, signers, principal, body.licenses), {

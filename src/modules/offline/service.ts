@@ -1,4 +1,4 @@
-// Offline licenses: issuing (the device takes an activation slot, exactly as in validate) and sync
+// Offline licenses: issuing (the device takes a seat, exactly as in validate) and sync
 // (judging licenses a device brings back, renewing the good ones).
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
@@ -95,7 +95,7 @@ export async function issueLicense(
     case 'expired':
       throw new AppError('key_expired', `Key ${keyId} has expired`)
     case 'limit':
-      throw new AppError('activation_limit', `All ${claim.key.activation_limit} activation slots of key ${keyId} are taken`)
+      throw new AppError('activation_limit', `All ${claim.key.activation_limit} seats of key ${keyId} are taken`)
     case 'device_used':
       throw new AppError('device_already_used', `This device already used another key of policy ${claim.key.policy_id} (one key per device)`)
     default:
@@ -118,8 +118,8 @@ function check(text: string, signer: Signer, accountId: string): Checked {
 
 /**
  * Judges each license now, in the order given. The license's own expiry does not matter: a device
- * that comes back while its key is active and it still holds its slot gets a renewed license (same
- * id and ttl). Otherwise: revoked, expired (the key), deactivated (the device lost its slot), or
+ * that comes back while its key is active and it still holds its seat gets a renewed license (same
+ * id and ttl). Otherwise: revoked, expired (the key), deactivated (the device lost its seat), or
  * invalid (unreadable, tampered, another account's, or unknown).
  */
 export async function syncLicenses(deps: Deps, signers: Signers, who: Principal, texts: string[]) {

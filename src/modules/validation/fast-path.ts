@@ -124,7 +124,7 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
       if (key !== null) response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId, CORS)
-      // Signed like every answer after the nonce check (API-2 §13) whose request body was received;
+      // Signed like every answer after the nonce check (docs/api.md, "CORS") whose request body was received;
       // signed() leaves 401s alone and finds the caller of a 403 (or of a check that came before
       // authentication) again.
       if (nonce !== null && response.status !== 401) {

@@ -55,7 +55,7 @@ export class Holders {
 
   /**
    * POST /v1/deactivate: the key's holder releases one of its devices (activations/service.ts,
-   * releaseByHolder); a device holding no slot, or an unknown key, is `deactivated: false`.
+   * releaseByHolder); a device holding no seat, or an unknown key, is `deactivated: false`.
    */
   deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
     return this.admitted(who, () => this.release(who, body))

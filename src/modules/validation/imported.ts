@@ -1,4 +1,4 @@
-// Imported keys' own lookups (API-3 §6), tried only when a value's portable hash finds nothing in the
+// Imported keys' own lookups (docs/api.md, "Import and export"), tried only when a value's portable hash finds nothing in the
 // caller's account, so the hot path of every other key is untouched:
 // 1. the account-scoped hash: a value another account also holds is stored under it in this one;
 // 2. the pending hash of its SHA-256: a key imported by hash only. Found there, the key is re-hashed

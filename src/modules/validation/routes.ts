@@ -26,7 +26,7 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
           tags: ['Validation'],
           summary: 'Validate a key for a device (refusals are 200 with valid: false and a reason)',
           description:
-            'Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free slot (new activation), ' +
+            'Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free seat (new activation), ' +
             'activation_limit, then for a metered key credits_exhausted (balance below `cost`: nothing spent, no activation recorded), else valid ' +
             '(a metered key spends `cost`, default 1). Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). ' +
             'With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.',
@@ -39,11 +39,11 @@ export function validationRoutes(deps: Deps, engine: ValidationEngine) {
         response: { 200: DeactivateAnswer, ...behindAuth(), ...withBody(), ...problems(409, 429) },
         detail: {
           tags: ['Validation'],
-          summary: "Release a device's slot (reason user; emits activation.deactivated)",
+          summary: "Release a device's seat (reason user; emits activation.deactivated)",
           description:
             'Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the ' +
             "key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no " +
-            'slot answers 200 deactivated: false, cap reached or not, and so does an unknown key. ' + HOLDER_RATE + ' With Keyward-Nonce the answer is signed ' +
+            'seat answers 200 deactivated: false, cap reached or not, and so does an unknown key. ' + HOLDER_RATE + ' With Keyward-Nonce the answer is signed ' +
             '(Keyward-Signature). CORS: callable from any origin.',
           ...SIGNED,
         },

@@ -174,8 +174,8 @@ export class ValidationEngine {
 
   /**
    * The contract's decision order, first match wins: not_found, revoked, suspended, expired,
-   * entitlements_missing, then the device (held slot; new device: device_already_used, free slot or
-   * activation_limit). Metered keys' credits_exhausted comes last, after the slot decision.
+   * entitlements_missing, then the device (held seat; new device: device_already_used, free seat or
+   * activation_limit). Metered keys' credits_exhausted comes last, after the seat decision.
    */
   private decideWith(check: Check, state: KeyState | null): ValidateAnswer | Promise<ValidateAnswer> {
     if (state === null || state.accountId !== check.account) return this.lookFurther(check)
@@ -197,7 +197,7 @@ export class ValidationEngine {
       this.answered(check, OUTCOME.valid)
       return validAnswerOf(state, deviceCount(state), now)
     }
-    // Every slot is taken as far as this node knows; deactivations invalidate this entry everywhere.
+    // Every seat is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
     if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.refuse(check, 'activation_limit')
     const held = check.held() // the claim waits on Postgres
@@ -249,7 +249,7 @@ export class ValidationEngine {
     return this.withPolicy(check, found.state)
   }
 
-  /** A device new to this node: the slot decision in Postgres, under the key row lock. `check`: held (its own). */
+  /** A device new to this node: the seat decision in Postgres, under the key row lock. `check`: held (its own). */
   private async activate(check: Check, cached: KeyState, credits: SetAside | null): Promise<ValidateAnswer> {
     const { hotKey, fingerprint, body } = check
     const appVersion = body.app_version ?? null

@@ -235,7 +235,7 @@ function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
           <div class="form-actions"><button class="btn primary" type="button" disabled=${reinstate.busy} onClick=${() => reinstate.submit()}>Reinstate key</button></div>
           ${reinstate.problem ? html`<p class="alert" role="alert">${reinstate.problem.detail}</p>` : null}
           <h3>Change the suspension</h3>`
-      : html`<p class="muted small">Pauses the key on every node at once; unlike a revoke, it can be reinstated. Devices keep their slots.</p>`}
+      : html`<p class="muted small">Pauses the key on every node at once; unlike a revoke, it can be reinstated. Devices keep their seats.</p>`}
     <${Field} label="Why (optional)" id="susp-reason" name="reason" problem=${problem}>
       <input id="susp-reason" maxlength="500" value=${reason} placeholder="e.g. payment overdue" onInput=${(e: Event) => setReason((e.target as HTMLInputElement).value)} />
     </${Field}>
@@ -327,7 +327,7 @@ function Offline({ k }: { k: KeyDetail }) {
   if (k.status !== 'active') return null
   return html`<form class="panel form" onSubmit=${submit} aria-label="Offline license">
     <h2>Offline license</h2>
-    <p class="muted small">For a device that cannot reach this service. The device takes a slot like a validate.</p>
+    <p class="muted small">For a device that cannot reach this service. The device takes a seat like a validate.</p>
     <${Field} label="Device fingerprint (64 hex characters)" id="off-fp" name="device_fingerprint" problem=${problem}>
       <input id="off-fp" class="mono" required value=${fp} onInput=${(e: Event) => setFp((e.target as HTMLInputElement).value)} />
     </${Field}>
