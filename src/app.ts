@@ -44,6 +44,8 @@ const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
   ['/v1/offline-licenses/sync', 256 * 1024],
   ['/v1/keys/import', MAX_IMPORT_BYTES],
 ])
+/** The routes whose JSON body arrives as text too: the import reads `{rows}` in slices (keys/import-json.ts). */
+const TEXT_BODIES: ReadonlySet<string> = new Set(['/v1/keys/import'])
 /** The routes whose body arrives as raw bytes: a payment provider's signature is over the exact body. */
 const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY_LIMIT]])
 
@@ -60,7 +62,7 @@ export function createApp(deps: NodeDeps) {
     // CORS and signed answers on the routes declared CLIENT and SIGNED (http/client-answers.ts; the fast
     // path does its own); the outer wrap, so what it adds reaches the client and its own answers are logged.
     .wrap(clientAnswers({ keys: signers, principals: deps.principals, routes: () => mounted(), log: answerLog(deps.log) }) as never)
-    .use(kernel(deps.log, BODY_LIMITS, RAW_BODIES))
+    .use(kernel(deps.log, BODY_LIMITS, RAW_BODIES, TEXT_BODIES))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
     .use(opsRoutes(deps))

@@ -265,10 +265,13 @@ export function kernel(
   bodyLimits: ReadonlyMap<string, number> = new Map(),
   /** Path prefixes whose bodies reach the route as raw bytes (signed payloads), with their limit. */
   rawBodies: ReadonlyMap<string, number> = new Map(),
+  /** Routes whose every body reaches them as text, JSON too: they parse it in slices themselves (the import). */
+  textBodies: ReadonlySet<string> = new Set(),
 ) {
   /** Requests on a route with its own limit (only those: the others read BODY_LIMIT). */
   const limits = new WeakMap<Request, number>()
   const raw = new WeakSet<Request>()
+  const asText = new WeakSet<Request>()
   const logAnswer = answerLog(log)
   return new Elysia({ name: 'keyward.kernel' })
     .onRequest(({ request, set, server }) => {
@@ -280,6 +283,7 @@ export function kernel(
         const own = bodyLimits.get(routePath(request.url))
         if (own !== undefined) limits.set(request, (limit = own))
       }
+      if (textBodies.size > 0 && textBodies.has(routePath(request.url))) asText.add(request)
       if (rawBodies.size > 0) {
         const path = routePath(request.url)
         for (const [prefix, own] of rawBodies) {
@@ -294,7 +298,7 @@ export function kernel(
     .onParse({ as: 'global' }, ({ request }) => {
       if (raw.has(request)) return readBody(request, limits.get(request)!)
       const limit = limits.get(request) ?? BODY_LIMIT
-      return isTextBody(request.headers.get('content-type')) ? readText(request, limit) : readJson(request, limit)
+      return asText.has(request) || isTextBody(request.headers.get('content-type')) ? readText(request, limit) : readJson(request, limit)
     })
     .onError({ as: 'global' }, ({ code, error, set, request }) => {
       const requestId = String(set.headers['x-request-id'] ?? requestIdOf(request))

@@ -5,8 +5,9 @@
 // UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
 import { parse } from 'csv-parse'
 import { AppError, invalid, type FieldError } from '../../core/errors'
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../core/json-depth'
-import { findUnstorable, UNSTORABLE } from '../../http/kernel'
+import { MAX_JSON_DEPTH, nestsDeeperThan, tooWide } from '../../core/json-depth'
+import { findUnstorable, notJson, tooDeep, UNSTORABLE } from '../../http/kernel'
+import { rowTexts } from './import-json'
 import { spreadsheetPlain } from './csv-cells'
 
 /** At most this many rows per request (more: 413). */
@@ -73,13 +74,37 @@ export async function parseRows(format: ImportFormat, body: unknown): Promise<Ra
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v)
 
-function jsonRows(body: unknown): RawRow[] {
-  const rows = isObject(body) ? body.rows : undefined
-  if (!Array.isArray(rows)) throw invalid('body.rows', 'must be an array of rows')
-  if (rows.length > MAX_IMPORT_ROWS) throw tooMany()
-  return rows.map((r, i) =>
-    isObject(r) ? { line: i + 1, fields: r } : { line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } },
-  )
+/** `{"rows": [...]}` as text (the route takes the body unparsed: import-json.ts), each row parsed on its own. */
+async function jsonRows(body: unknown): Promise<RawRow[]> {
+  if (typeof body !== 'string') throw invalid('body', 'must be a JSON object')
+  // no pass over the whole text first: the scan is iterative, and each row's depth is checked below
+  const texts = await rowTexts(body, MAX_IMPORT_ROWS, tooMany)
+  const rows: RawRow[] = []
+  let read = 0
+  for (let i = 0; i < texts.length; i++) {
+    const text = texts[i]!
+    // a turn of the event loop every SLICE_ROWS rows, or every 8 slices of text (rows may be large)
+    read += text.length
+    if (i % SLICE_ROWS === SLICE_ROWS - 1 || read > 8 * SLICE_BYTES) (read = 0), await breathe()
+    // the body's depth rule (the body and its rows array are two levels), then what the parse may cost
+    if (nestsDeeperThan(text, MAX_JSON_DEPTH - 2)) throw tooDeep()
+    const tooMuch = text.length > MAX_IMPORT_LINE_BYTES ? `must be at most ${MAX_IMPORT_LINE_BYTES} bytes` : tooWide(text)
+    if (tooMuch !== null) {
+      rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: tooMuch } })
+      continue
+    }
+    let value: unknown
+    try {
+      value = JSON.parse(text)
+    } catch {
+      throw notJson() // the body is one JSON document: a broken row breaks it, as before
+    }
+    // the body's own rule (kernel.ts, unstorable), named where it sits in the body, as before
+    const bad = findUnstorable(value, `body.rows.${i}`)
+    if (bad !== null) throw invalid(bad, UNSTORABLE)
+    rows.push(isObject(value) ? { line: i + 1, fields: value } : { line: i + 1, fields: null, problem: { field: 'row', message: 'must be a JSON object' } })
+  }
+  return rows
 }
 
 async function ndjsonRows(text: string): Promise<RawRow[]> {
@@ -100,6 +125,11 @@ async function ndjsonRows(text: string): Promise<RawRow[]> {
     }
     if (nestsDeeperThan(line)) {
       rows.push({ line: i + 1, fields: null, problem: tooDeepRow('row') })
+      continue
+    }
+    const wide = tooWide(line)
+    if (wide !== null) {
+      rows.push({ line: i + 1, fields: null, problem: { field: 'row', message: wide } })
       continue
     }
     let value: unknown
@@ -188,6 +218,8 @@ async function csvRows(text: string): Promise<RawRow[]> {
       if (cell === '') return // an empty cell is an absent field
       if (JSON_COLUMNS.has(column)) {
         if (nestsDeeperThan(cell)) return void problems.push(tooDeepRow(column))
+        const wide = tooWide(cell)
+        if (wide !== null) return void problems.push({ field: column, message: wide })
         try {
           fields[column] = JSON.parse(cell)
         } catch {
