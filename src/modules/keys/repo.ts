@@ -1,7 +1,7 @@
 import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
-import { overridesOf, type OwnSettings, type SettingValues } from '../../core/key-settings'
+import { KEY_SETTINGS, overridesOf, type OwnSettings, type SettingValues } from '../../core/key-settings'
 import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
@@ -32,17 +32,21 @@ type Row = CreditsColumns &
     external_id: string | null
   }
 
+/** The settings a key may set itself (core/key-settings.ts): its own values are read as own_<field>. */
+const OWN = KEY_SETTINGS.filter((s) => s.inherit !== 'policy')
+
 /** The key's own columns, in the shape core/key-settings.ts reads. */
-const ownOf = (r: Row): OwnSettings => ({
-  own_fields: r.own_fields,
-  plan: r.own_plan,
-  activation_limit: r.own_activation_limit,
-  release_after_seconds: r.own_release_after_seconds,
-  deactivations_allowed: r.own_deactivations_allowed,
-  grace_seconds: r.own_grace_seconds,
-  after_expiry: r.own_after_expiry,
-  entitlements: r.own_entitlements,
-})
+const ownOf = (r: Row): OwnSettings => {
+  const own: Record<string, unknown> = { own_fields: r.own_fields }
+  for (const s of OWN) own[s.field] = r[`own_${s.field}` as keyof OwnColumns]
+  return own as unknown as OwnSettings
+}
+
+/** `k.<column> as own_<field>` for each of OWN. */
+const ownColumns = (sql: Sql | Tx) => {
+  const parts = OWN.map((s) => sql`k.${sql(s.column)} as ${sql(`own_${s.field}`)}`)
+  return parts.slice(1).reduce((all, part) => sql`${all}, ${part}`, parts[0]!)
+}
 
 export const toKey = (r: Row): Key => ({
   id: r.id,
@@ -83,9 +87,7 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
   k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
   k.deactivations_used, ${effectiveSettings(sql)},
-  k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, k.plan as own_plan, k.activation_limit as own_activation_limit,
-  k.release_after_seconds as own_release_after_seconds, k.deactivations_allowed as own_deactivations_allowed,
-  k.grace_seconds as own_grace_seconds, k.after_expiry as own_after_expiry, k.entitlements as own_entitlements,
+  k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, ${ownColumns(sql)},
   k.credits_remaining, k.credits_refill, k.credits_since, k.credits_debt, ${leasedOf(sql)} as credits_leased`
 
 /** A key `k` with its policy `p`. */
