@@ -1,5 +1,5 @@
 // Signed answers (API-2 §4, §13; the format: docs/api.md, "Signed answers"): with a Keyward-Nonce,
-// validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v3\n" + kid
+// validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v3\n" + kid + "\n"
 // + path + "\n" + nonce + "\n" + t + "\n" + the SHA-256 of the exact request body + "\n" + the exact
 // response body, refusals and problems included. Verified here the way an app would: node:crypto alone,
 // with the key that GET /v1/offline/public-key publishes, and the bytes the app sent.
