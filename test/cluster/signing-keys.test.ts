@@ -1,5 +1,5 @@
 // Three real node processes on a private NATS server: a signing key's activation and revocation are in
-// force on every node when the call returns (docs/operations.md, "How the nodes stay one service"), also
+// force on every node (answers and licenses) when the call returns (docs/operations.md, "How the nodes stay one service"), also
 // while NATS is stopped and right after it restarts, and a scheduled activation switches every node at
 // its time with no message. Every answer is checked the way an app holding only the pinned root does
 // (test/support/signing.ts): the kid in its signature, verified through the certificate.
@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto'
 import { newKey, scopedToken } from '../support/harness'
 import { fingerprint, startCluster, type Cluster } from '../support/cluster'
 import { requireCluster } from '../support/environment'
+import { envelopeOf } from '../support/offline'
 import { answerSigner, rootKeyOf } from '../support/signing'
 import { waitUntil } from '../support/wait'
 import type { KeyObject } from 'node:crypto'
@@ -22,6 +23,7 @@ describe.if(ready)('three nodes: every node signs with the signer of the moment'
   let token: string
   let appToken: string
   let keyValue: string
+  let keyId: string
   let root: KeyObject
   let rootKid: string
   beforeAll(async () => {
@@ -29,7 +31,9 @@ describe.if(ready)('three nodes: every node signs with the signer of the moment'
     const t = await c.tenant()
     ;({ accountId, token } = t)
     appToken = await scopedToken(c.call, token, 'validate')
-    keyValue = (await newKey(c.call, token, t.productId, { activation_limit: 1000 })).key_value
+    const key = await newKey(c.call, token, t.productId, { activation_limit: 1000 })
+    keyValue = key.key_value
+    keyId = key.id
     const pub = (await c.call('GET', '/v1/offline/public-key', { token })).body
     root = rootKeyOf(pub.public_key)
     rootKid = pub.kid
@@ -50,6 +54,17 @@ describe.if(ready)('three nodes: every node signs with the signer of the moment'
     return answerSigner({ root, rootKid, accountId }, res.headers, '/v1/validate', nonce, sent, bytes)
   }
   const signers = () => Promise.all(c.nodes.map((_, i) => signerOn(i)))
+  /** The kid that signed a license issued on each node (its envelope's and its payload's, which must agree). */
+  const licenseSigners = () =>
+    Promise.all(
+      c.nodes.map(async (node, i) => {
+        const res = await node.call('POST', `/v1/keys/${keyId}/offline-licenses`, { token, body: { device_fingerprint: fingerprint(100 + i) } })
+        expect(res.status).toBe(201)
+        const envelope = envelopeOf(res.body.license)
+        expect(res.body.payload.kid).toBe(envelope.kid)
+        return envelope.kid
+      }),
+    )
   const create = async (node: number, body: unknown = {}) => {
     const res = await c.nodes[node]!.call('POST', '/v1/signing-keys', { token, body })
     expect(res.status).toBe(201)
@@ -71,11 +86,13 @@ describe.if(ready)('three nodes: every node signs with the signer of the moment'
     expect(await signers()).toEqual([rootKid, rootKid, rootKid]) // created, not active
     await activate(1, first)
     expect(await signers()).toEqual([first, first, first])
+    expect(await licenseSigners()).toEqual([first, first, first])
     const second = await create(2)
     await activate(2, second)
     expect(await signers()).toEqual([second, second, second])
     await revoke(0, second)
     expect(await signers()).toEqual([rootKid, rootKid, rootKid])
+    expect(await licenseSigners()).toEqual([rootKid, rootKid, rootKid])
     await activate(1, first) // a retired key signs again
     expect(await signers()).toEqual([first, first, first])
   }, 60_000)
