@@ -115,6 +115,27 @@ export function Secret({ label, value, note }: { label: string; value: string; n
   </div>`
 }
 
+/** A value to paste elsewhere (not a secret: it stays on the page), with a copy button. */
+export function Copyable({ label, id, value, note }: { label: string; id: string; value: string; note?: ComponentChildren }) {
+  const [copied, setCopied] = useState(false)
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(value)
+      setCopied(true)
+    } catch {
+      ;(document.getElementById(id) as HTMLInputElement | null)?.select()
+    }
+  }
+  return html`<div class="copyable">
+    <label for=${id}>${label}</label>
+    <div class="secret-row">
+      <input id=${id} class="mono" readonly value=${value} onFocus=${(e: Event) => (e.target as HTMLInputElement).select()} />
+      <button type="button" class="btn" onClick=${copy}>${copied ? 'Copied' : 'Copy'}</button>
+    </div>
+    ${note ? html`<small class="hint">${note}</small>` : null}
+  </div>`
+}
+
 export function Spinner() {
   return html`<p class="muted" aria-busy="true">Loading…</p>`
 }
@@ -125,6 +146,9 @@ export function PageHead({ title, children }: { title: string; children?: Compon
 
 const fmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
 export const when = (iso: string | null | undefined) => (iso ? fmt.format(new Date(iso)) : '—')
+const fmtUtc = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' })
+/** As `when`, in UTC and saying so: for moments every node acts on at once (a scheduled key activation). */
+export const whenUtc = (iso: string | null | undefined) => (iso ? `${fmtUtc.format(new Date(iso))} UTC` : '—')
 export const num = (n: number) => n.toLocaleString()
 
 export function Badge({ status }: { status: string }) {
