@@ -115,7 +115,7 @@ export function Secret({ label, value, note }: { label: string; value: string; n
   </div>`
 }
 
-/** A value to paste elsewhere (not a secret: it stays on the page), with a copy button. */
+/** A value to paste elsewhere (not a secret: it stays on the page), whole and wrapping, with a copy button. */
 export function Copyable({ label, id, value, note }: { label: string; id: string; value: string; note?: ComponentChildren }) {
   const [copied, setCopied] = useState(false)
   const copy = async () => {
@@ -123,14 +123,15 @@ export function Copyable({ label, id, value, note }: { label: string; id: string
       await navigator.clipboard.writeText(value)
       setCopied(true)
     } catch {
-      ;(document.getElementById(id) as HTMLInputElement | null)?.select()
+      const el = document.getElementById(id)
+      if (el) getSelection()?.selectAllChildren(el)
     }
   }
   return html`<div class="copyable">
-    <label for=${id}>${label}</label>
-    <div class="secret-row">
-      <input id=${id} class="mono" readonly value=${value} onFocus=${(e: Event) => (e.target as HTMLInputElement).select()} />
-      <button type="button" class="btn" onClick=${copy}>${copied ? 'Copied' : 'Copy'}</button>
+    <span class="label" id=${id + '-label'}>${label}</span>
+    <div class="copy-row">
+      <p id=${id} class="copy-value mono" aria-labelledby=${id + '-label'}>${value}</p>
+      <button type="button" class="btn" onClick=${copy} aria-describedby=${id + '-label'}>${copied ? 'Copied' : 'Copy'}</button>
     </div>
     ${note ? html`<small class="hint">${note}</small>` : null}
   </div>`

@@ -93,7 +93,7 @@ function RevokeDialog({ k, onClose, onDone, onForbidden }: { k: SigningKey; onCl
       <h2 id="sk-revoke-h">Revoke this signing key?</h2>
       <p class="mono small kid">${k.kid}</p>
       <ul id="sk-revoke-what" class="consequences">
-        <li><strong>Licenses and answers signed by this key stop verifying</strong> in your apps once they have refreshed their key set (they do so at least once a day when online).</li>
+        <li><strong>Licenses and answers signed by this key stop verifying</strong> in your apps once they have refreshed their key set (an online app refreshes it once a day).</li>
         <li>Apps that are offline keep trusting it until they refresh.</li>
         ${k.state === 'active'
           ? html`<li><strong>It is the active key:</strong> from now on the root signs answers and licenses, until you activate another key.</li>`
@@ -112,6 +112,14 @@ function RevokeDialog({ k, onClose, onDone, onForbidden }: { k: SigningKey; onCl
       </div>
     </form>
   </dialog>`
+}
+
+const dayFmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeZone: 'UTC' })
+const timeFmt = new Intl.DateTimeFormat(undefined, { timeStyle: 'short', timeZone: 'UTC' })
+/** A moment in a table cell, in UTC (its column says so): the day, then the time, each kept whole. */
+function Moment({ iso }: { iso: string }) {
+  const d = new Date(iso)
+  return html`<time datetime=${iso} title=${iso}><span>${dayFmt.format(d)}</span> <span>${timeFmt.format(d)}</span></time>`
 }
 
 /** What signs right now, and what is about to. */
@@ -201,15 +209,20 @@ export function SigningKeys() {
           ${data.keys.length === 0
             ? html`<div class="panel empty"><p>No signing key yet, so the root signs everything. Create one, then activate it now or at a time you choose.</p></div>`
             : html`<div class="table-wrap"><table class="table stack signing-keys">
-                <thead><tr><th>State</th><th>Key id (kid)</th><th>Created</th><th>Scheduled</th><th>Activated</th><th>Revoked</th>${readOnly ? null : html`<th><span class="sr-only">Actions</span></th>`}</tr></thead>
+                <thead><tr><th>State</th><th>Key id (kid)</th><th>Created (UTC)</th><th>Activated (UTC)</th><th>Revoked (UTC)</th>${readOnly ? null : html`<th><span class="sr-only">Actions</span></th>`}</tr></thead>
                 <tbody>${data.keys.map(
                   (k) => html`<tr>
                     <td data-label="State"><${Badge} status=${k.state} /></td>
                     <td data-label="Kid" class="mono small kid">${k.kid}</td>
-                    <td data-label="Created" class="date">${whenUtc(k.created_at)}</td>
-                    <td data-label="Scheduled" class=${'date' + (k.activate_at ? '' : ' none')}>${whenUtc(k.activate_at)}</td>
-                    <td data-label="Activated" class=${'date' + (k.activated_at ? '' : ' none')}>${whenUtc(k.activated_at)}</td>
-                    <td data-label="Revoked" class=${'date' + (k.revoked_at ? '' : ' none')}>${whenUtc(k.revoked_at)}</td>
+                    <td data-label="Created (UTC)" class="date"><${Moment} iso=${k.created_at} /></td>
+                    <td data-label=${k.activated_at || !k.activate_at ? 'Activated (UTC)' : 'Scheduled (UTC)'} class=${'date' + (k.activated_at || k.activate_at ? '' : ' none')}>
+                      ${k.activated_at
+                        ? html`<${Moment} iso=${k.activated_at} />`
+                        : k.activate_at && k.state === 'pending'
+                          ? html`<span class="scheduled">Scheduled for <${Moment} iso=${k.activate_at} /></span>`
+                          : '—'}
+                    </td>
+                    <td data-label="Revoked (UTC)" class=${'date' + (k.revoked_at ? '' : ' none')}>${k.revoked_at ? html`<${Moment} iso=${k.revoked_at} />` : '—'}</td>
                     ${readOnly
                       ? null
                       : html`<td class="row-actions">
