@@ -15,18 +15,27 @@ interface SigningKey {
   state: SigningKeyState
   certificate: string
   created_at: string
-  activate_at?: string | null
+  activate_at: string | null
   activated_at: string | null
   revoked_at: string | null
 }
 interface KeySet {
   root: { kid: string; public_key: string }
-  keys: SigningKey[]
+  keys: Omit<SigningKey, 'activate_at'>[]
   issued_at: string
   signature: string
 }
-/** Keys not revoked an account may hold (the server answers 409 signing_key_limit beyond). */
-const KEY_LIMIT = 16
+/**
+ * A key as the page shows it: the key set's entry, and when it activates by itself. The key set (what
+ * apps download and verify) does not carry `activate_at`; the key object of a create does, so the page
+ * keeps the moments of the keys it scheduled.
+ */
+type Shown = KeySet['keys'][number] & { activate_at: string | null }
+/**
+ * Keys not revoked an account may hold (beyond, the server answers 409 signing_key_limit). A copy of the
+ * server's MAX_UNREVOKED_KEYS, whose file the browser bundle cannot take; a test keeps the two equal.
+ */
+export const KEY_LIMIT = 16
 
 /** `2026-12-01T09:30` from a datetime-local input, read as UTC (the field says so). */
 export function fromUtcInput(value: string): Date {
@@ -72,7 +81,7 @@ function CreateSigningKey({ onDone, onCancel, onForbidden }: { onDone: (k: Signi
 }
 
 /** The confirmation before a revoke: what stops verifying, for whom, and what signs afterwards. */
-function RevokeDialog({ k, onClose, onDone, onForbidden }: { k: SigningKey; onClose: () => void; onDone: (k: SigningKey) => void; onForbidden: (p: Problem) => void }) {
+function RevokeDialog({ k, onClose, onDone, onForbidden }: { k: Shown; onClose: () => void; onDone: (k: SigningKey) => void; onForbidden: (p: Problem) => void }) {
   const ref = useRef<HTMLDialogElement>(null)
   const [reason, setReason] = useState('')
   useEffect(() => {
@@ -123,7 +132,7 @@ function Moment({ iso }: { iso: string }) {
 }
 
 /** What signs right now, and what is about to. */
-function Signer({ keys }: { keys: SigningKey[] }) {
+function Signer({ keys }: { keys: Shown[] }) {
   const active = keys.find((k) => k.state === 'active')
   const next = keys
     .filter((k) => k.state === 'pending' && k.activate_at)
@@ -139,7 +148,8 @@ function Signer({ keys }: { keys: SigningKey[] }) {
 export function SigningKeys() {
   const set = useLoad(() => get<KeySet>(apiPath`/v1/signing-keys`), [])
   const [creating, setCreating] = useState(false)
-  const [revoking, setRevoking] = useState<SigningKey | null>(null)
+  const [revoking, setRevoking] = useState<Shown | null>(null)
+  const [schedules, setSchedules] = useState<Record<string, string>>({})
   const [readOnly, setReadOnly] = useState<Problem | null>(null)
   const [done, setDone] = useState<string | null>(null)
   const [problem, setProblem] = useState<Problem | null>(null)
@@ -148,7 +158,7 @@ export function SigningKeys() {
     setDone(text)
     set.reload()
   }
-  const activate = async (k: SigningKey) => {
+  const activate = async (k: Shown) => {
     setBusy(k.kid)
     setProblem(null)
     setDone(null)
@@ -165,7 +175,8 @@ export function SigningKeys() {
   }
   if (set.error) return html`<${PageHead} title="Signing keys" /><${LoadError} problem=${set.error} what="read the signing keys" />`
   const data = set.data
-  const counted = data ? data.keys.filter((k) => k.state !== 'revoked').length : 0
+  const keys: Shown[] = (data?.keys ?? []).map((k) => ({ ...k, activate_at: ('activate_at' in k ? (k.activate_at as string | null) : null) ?? schedules[k.kid] ?? null }))
+  const counted = keys.filter((k) => k.state !== 'revoked').length
   return html`<${PageHead} title="Signing keys">
       ${readOnly
         ? null
@@ -185,6 +196,7 @@ export function SigningKeys() {
           onForbidden=${(p: Problem) => { setCreating(false); setReadOnly(p) }}
           onDone=${(k: SigningKey) => {
             setCreating(false)
+            if (k.activate_at) setSchedules({ ...schedules, [k.kid]: k.activate_at })
             changed(k.activate_at ? `Key ${k.kid} created: it becomes active at ${whenUtc(k.activate_at)}.` : `Key ${k.kid} created: pending until you activate it.`)
           }} />`
       : null}
@@ -205,12 +217,12 @@ export function SigningKeys() {
             <h2 id="sk-keys-h">Signing keys</h2>
             <span class="muted small">${counted} of ${KEY_LIMIT} in use (revoked keys do not count)</span>
           </div>
-          <${Signer} keys=${data.keys} />
-          ${data.keys.length === 0
+          <${Signer} keys=${keys} />
+          ${keys.length === 0
             ? html`<div class="panel empty"><p>No signing key yet, so the root signs everything. Create one, then activate it now or at a time you choose.</p></div>`
             : html`<div class="table-wrap"><table class="table stack signing-keys">
                 <thead><tr><th>State</th><th>Key id (kid)</th><th>Created (UTC)</th><th>Activated (UTC)</th><th>Revoked (UTC)</th>${readOnly ? null : html`<th><span class="sr-only">Actions</span></th>`}</tr></thead>
-                <tbody>${data.keys.map(
+                <tbody>${keys.map(
                   (k) => html`<tr>
                     <td data-label="State"><${Badge} status=${k.state} /></td>
                     <td data-label="Kid" class="mono small kid">${k.kid}</td>
