@@ -6,25 +6,8 @@
 import { useEffect, useRef, useState } from 'preact/hooks'
 import { ApiError, apiPath, get, post, type Problem } from '../api'
 import { asProblem, Badge, Copyable, Field, FormProblem, html, invalid, LoadError, PageHead, Spinner, useLoad, useSubmit, whenUtc } from '../ui'
+import type { KeySet, SigningKey } from '../../../modules/signing/model'
 
-// The answers' shapes, as docs/api.md states them (replaced by the server's model on merge).
-type SigningKeyState = 'pending' | 'active' | 'retired' | 'revoked'
-interface SigningKey {
-  kid: string
-  public_key: string
-  state: SigningKeyState
-  certificate: string
-  created_at: string
-  activate_at: string | null
-  activated_at: string | null
-  revoked_at: string | null
-}
-interface KeySet {
-  root: { kid: string; public_key: string }
-  keys: Omit<SigningKey, 'activate_at'>[]
-  issued_at: string
-  signature: string
-}
 /**
  * A key as the page shows it: the key set's entry, and when it activates by itself. The key set (what
  * apps download and verify) does not carry `activate_at`; the key object of a create does, so the page
@@ -175,7 +158,7 @@ export function SigningKeys() {
   }
   if (set.error) return html`<${PageHead} title="Signing keys" /><${LoadError} problem=${set.error} what="read the signing keys" />`
   const data = set.data
-  const keys: Shown[] = (data?.keys ?? []).map((k) => ({ ...k, activate_at: ('activate_at' in k ? (k.activate_at as string | null) : null) ?? schedules[k.kid] ?? null }))
+  const keys: Shown[] = (data?.keys ?? []).map((k) => ({ ...k, activate_at: schedules[k.kid] ?? null }))
   const counted = keys.filter((k) => k.state !== 'revoked').length
   return html`<${PageHead} title="Signing keys">
       ${readOnly
@@ -231,7 +214,7 @@ export function SigningKeys() {
                       ${k.activated_at
                         ? html`<${Moment} iso=${k.activated_at} />`
                         : k.activate_at && k.state === 'pending'
-                          ? html`<span class="scheduled">Scheduled for <${Moment} iso=${k.activate_at} /></span>`
+                          ? html`<span class="scheduled"><span class="scheduled-for">Scheduled for </span><${Moment} iso=${k.activate_at} /></span>`
                           : '—'}
                     </td>
                     <td data-label="Revoked (UTC)" class=${'date' + (k.revoked_at ? '' : ' none')}>${k.revoked_at ? html`<${Moment} iso=${k.revoked_at} />` : '—'}</td>
