@@ -154,6 +154,17 @@ test('create, schedule, activate now, revoke through the confirmation: the list 
   expect(await stateOf(scheduled.kid)).toBe('retired')
   expect(await row(scheduled.kid).getByRole('button', { name: `Activate again: ${scheduled.kid}` }).count()).toBe(1)
   await c.shoot('signing-keys-states')
+
+  // A scheduled activation happens by itself: once its moment has passed, the list shows the key
+  // active (with that moment as its activation) and the one before it retired.
+  const soon = new Date(Date.now() + 2_000).toISOString()
+  const due = await h.call('POST', '/v1/signing-keys', { token: acct.token, body: { activate_at: soon } })
+  expect(due.status).toBe(201)
+  while ((await stateOf(due.body.kid)) !== 'active') await page.waitForTimeout(250)
+  await page.reload()
+  await shows(due.body.kid, 'active')
+  await shows(third.kid, 'retired')
+  expect(await row(due.body.kid).locator('time').nth(1).getAttribute('datetime')).toBe((await keySet()).keys.find((k) => k.kid === due.body.kid)!.activated_at)
 }, FLOW)
 
 test('a seventeenth key not revoked: the 409 in words, and nothing created', async () => {
