@@ -1,4 +1,4 @@
-// The account's signing keys (docs/api.md, "Keys you can rotate"): the root the apps pin, and the keys
+// The account's signing keys (their routes are in docs/api.md): the root the apps pin, and the keys
 // it certifies, which sign answers and licenses and can be rotated and revoked. The page reads the key
 // set (GET /v1/signing-keys, any scope) and changes it with the three full_access routes; a token
 // without full_access sees the same page read-only. Dates are shown in UTC: a scheduled activation
