@@ -17,7 +17,7 @@ test('each value is one encoded path segment', () => {
 })
 
 test('one table: the navigation lists the sections the router serves, and an item page gets only a well-formed id', () => {
-  expect(sectionsOf('account').map((s) => s.path)).toEqual(['overview', 'products', 'policies', 'keys', 'import', 'webhooks', 'payments', 'api-keys', 'activity'])
+  expect(sectionsOf('account').map((s) => s.path)).toEqual(['overview', 'products', 'policies', 'keys', 'import', 'webhooks', 'payments', 'api-keys', 'signing-keys', 'activity'])
   expect(sectionsOf('operator').map((s) => s.path)).toEqual(['accounts'])
   const id = 'key_01JD7Z3X9K8Q4W2E6R5T1Y0V3J'
   const page = resolve('account', `#/keys/${id}`)

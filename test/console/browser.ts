@@ -18,8 +18,11 @@ export interface Console {
   errors: string[]
   /** Resolves once no request of the page has been in flight for 100 ms (a page that loads in parts has loaded). */
   settled(): Promise<void>
-  /** Screenshots of the page as it is now: 1280 and 390 px wide, light and dark. */
-  shoot(name: string): Promise<void>
+  /**
+   * Screenshots of the page as it is now: 1280 and 390 px wide, light and dark. The whole page, or
+   * with `viewport` what the screen shows (a modal dialog: its backdrop covers the screen, not the page).
+   */
+  shoot(name: string, opts?: { viewport?: boolean }): Promise<void>
   close(): Promise<void>
 }
 
@@ -85,7 +88,7 @@ export async function openConsole(baseUrl: string): Promise<Console> {
       }
       throw new Error(`the page still had ${inFlight} request(s) in flight after 20 s`)
     },
-    async shoot(name) {
+    async shoot(name, opts = {}) {
       // Every control on screen has a name a screen reader can say (the console's rule, checked on every page shot).
       const unnamed = await unlabelledControls(page)
       if (unnamed.length) throw new Error(`${name}: controls without a label: ${unnamed.join(', ')}`)
@@ -94,7 +97,7 @@ export async function openConsole(baseUrl: string): Promise<Console> {
           await page.setViewportSize({ width, height: width > 500 ? 900 : 844 })
           await page.emulateMedia({ colorScheme: scheme })
           await page.waitForTimeout(150) // let the charts redraw for the new size and colours
-          await page.screenshot({ path: `${SHOTS_DIR}${name}-${width}-${scheme}.png`, fullPage: true })
+          await page.screenshot({ path: `${SHOTS_DIR}${name}-${width}-${scheme}.png`, fullPage: !opts.viewport })
         }
       }
       await page.setViewportSize({ width: 1280, height: 900 })

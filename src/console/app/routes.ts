@@ -15,6 +15,7 @@ import { ImportKeys } from './pages/import'
 import { Webhooks, WebhookPage } from './pages/webhooks'
 import { Connectors, ConnectorPage } from './pages/connectors'
 import { ApiKeys } from './pages/api-keys'
+import { SigningKeys } from './pages/signing-keys'
 import { Activity } from './pages/activity'
 import { Accounts, AccountPage } from './pages/accounts'
 
@@ -65,6 +66,7 @@ export const SECTIONS: Section[] = [
     item: { prefix: 'con', noun: 'a payment connector', page: (id) => html`<${ConnectorPage} key=${id} id=${id} />` },
   },
   { path: 'api-keys', label: 'API keys', mode: 'account', list: () => html`<${ApiKeys} />` },
+  { path: 'signing-keys', label: 'Signing keys', mode: 'account', list: () => html`<${SigningKeys} />` },
   { path: 'activity', label: 'Activity', mode: 'account', list: (query) => html`<${Activity} query=${query} />` },
   {
     path: 'accounts',

@@ -115,6 +115,28 @@ export function Secret({ label, value, note }: { label: string; value: string; n
   </div>`
 }
 
+/** A value to paste elsewhere (not a secret: it stays on the page), whole and wrapping, with a copy button. */
+export function Copyable({ label, id, value, note }: { label: string; id: string; value: string; note?: ComponentChildren }) {
+  const [copied, setCopied] = useState(false)
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(value)
+      setCopied(true)
+    } catch {
+      const el = document.getElementById(id)
+      if (el) getSelection()?.selectAllChildren(el)
+    }
+  }
+  return html`<div class="copyable">
+    <span class="label" id=${id + '-label'}>${label}</span>
+    <div class="copy-row">
+      <p id=${id} class="copy-value mono" aria-labelledby=${id + '-label'}>${value}</p>
+      <button type="button" class="btn" onClick=${copy} aria-describedby=${id + '-label'}>${copied ? 'Copied' : 'Copy'}</button>
+    </div>
+    ${note ? html`<small class="hint">${note}</small>` : null}
+  </div>`
+}
+
 export function Spinner() {
   return html`<p class="muted" aria-busy="true">Loading…</p>`
 }
@@ -125,6 +147,9 @@ export function PageHead({ title, children }: { title: string; children?: Compon
 
 const fmt = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short' })
 export const when = (iso: string | null | undefined) => (iso ? fmt.format(new Date(iso)) : '—')
+const fmtUtc = new Intl.DateTimeFormat(undefined, { dateStyle: 'medium', timeStyle: 'short', timeZone: 'UTC' })
+/** As `when`, in UTC and saying so: for moments every node acts on at once (a scheduled key activation). */
+export const whenUtc = (iso: string | null | undefined) => (iso ? `${fmtUtc.format(new Date(iso))} UTC` : '—')
 export const num = (n: number) => n.toLocaleString()
 
 export function Badge({ status }: { status: string }) {

@@ -10,6 +10,7 @@ import type { AuditEvent, EventPage } from '../../../modules/events/model'
 import type { Key } from '../../../modules/keys/model'
 import type { Product } from '../../../modules/products/model'
 import type { Policy } from '../../../modules/policies/model'
+import type { SigningKey } from '../../../modules/signing/model'
 import type { Actor } from '../../../modules/events/model'
 import type { ActivationEventData, PlanChangedData, Webhook } from '../../../modules/webhooks/model'
 
@@ -57,6 +58,10 @@ function subject(e: AuditEvent): { text: string; href?: string; id?: string } {
       const d = e.data as ApiKey
       return { text: `API key ${d.name} (${d.scope})`, href: verb !== 'deleted' ? '#/api-keys' : undefined, id: d.id }
     }
+    case 'signing_key': {
+      const d = e.data as SigningKey
+      return { text: `Signing key ${d.kid}`, href: '#/signing-keys' }
+    }
     case 'account': {
       const d = e.data as PlanChangedData
       return { text: `Plan ${d.previous_plan} → ${d.plan}` }
@@ -75,7 +80,7 @@ function actorText(a: Actor, names: Map<string, string>): string {
     case 'device':
       return 'A device (validate or deactivate)'
     case 'system':
-      return 'Keyward (expiry or inactivity)'
+      return 'Keyward (expiry, inactivity or a scheduled activation)'
     case 'connector':
       return `Payment connector ${a.id ?? ''}`.trim()
     default:
