@@ -44,7 +44,7 @@ describe('KWCERT1', () => {
 describe('key set', () => {
   const set = {
     root: { kid: kidOf(root.publicKey), public_key: rawPublicKey(root.publicKey).toString('base64') },
-    keys: [{ kid: pair.kid, public_key: raw, state: 'active' as const, certificate: 'KWCERT1.x.y', created_at: cert.created_at, activated_at: cert.created_at, revoked_at: null }],
+    keys: [{ kid: pair.kid, public_key: raw, state: 'active' as const, certificate: 'KWCERT1.x.y', created_at: cert.created_at, activate_at: null, activated_at: cert.created_at, revoked_at: null }],
     issued_at: '2026-11-22T11:00:00.000Z',
   }
 

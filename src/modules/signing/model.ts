@@ -36,6 +36,7 @@ export const KeySet = t.Object({
       state: State,
       certificate: Certificate,
       created_at: Timestamp,
+      activate_at: t.Union([Timestamp, t.Null()], { description: 'A pending key\'s scheduled activation, or null' }),
       activated_at: NullableTimestamp,
       revoked_at: NullableTimestamp,
     }),

@@ -146,6 +146,7 @@ export async function keySet(deps: Pick<Deps, 'sql'>, signers: Signers, accountI
       state: k.effective,
       certificate: k.certificate,
       created_at: iso(k.created_at)!,
+      activate_at: k.effective === 'pending' ? iso(k.activate_at) : null,
       activated_at: iso(k.since),
       revoked_at: iso(k.revoked_at),
     })),

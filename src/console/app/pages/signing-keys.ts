@@ -8,12 +8,8 @@ import { ApiError, apiPath, get, post, type Problem } from '../api'
 import { asProblem, Badge, Copyable, Field, FormProblem, html, invalid, LoadError, PageHead, Spinner, useLoad, useSubmit, whenUtc } from '../ui'
 import type { KeySet, SigningKey } from '../../../modules/signing/model'
 
-/**
- * A key as the page shows it: the key set's entry, and when it activates by itself. The key set (what
- * apps download and verify) does not carry `activate_at`; the key object of a create does, so the page
- * keeps the moments of the keys it scheduled.
- */
-type Shown = KeySet['keys'][number] & { activate_at: string | null }
+/** A key as the page shows it: the key set's entry (with a pending key's scheduled activation). */
+type Shown = KeySet['keys'][number]
 /**
  * Keys not revoked an account may hold (beyond, the server answers 409 signing_key_limit). A copy of the
  * server's MAX_UNREVOKED_KEYS, whose file the browser bundle cannot take; a test keeps the two equal.
@@ -132,7 +128,6 @@ export function SigningKeys() {
   const set = useLoad(() => get<KeySet>(apiPath`/v1/signing-keys`), [])
   const [creating, setCreating] = useState(false)
   const [revoking, setRevoking] = useState<Shown | null>(null)
-  const [schedules, setSchedules] = useState<Record<string, string>>({})
   const [readOnly, setReadOnly] = useState<Problem | null>(null)
   const [done, setDone] = useState<string | null>(null)
   const [problem, setProblem] = useState<Problem | null>(null)
@@ -158,7 +153,7 @@ export function SigningKeys() {
   }
   if (set.error) return html`<${PageHead} title="Signing keys" /><${LoadError} problem=${set.error} what="read the signing keys" />`
   const data = set.data
-  const keys: Shown[] = (data?.keys ?? []).map((k) => ({ ...k, activate_at: schedules[k.kid] ?? null }))
+  const keys: Shown[] = data?.keys ?? []
   const counted = keys.filter((k) => k.state !== 'revoked').length
   return html`<${PageHead} title="Signing keys">
       ${readOnly
@@ -179,7 +174,6 @@ export function SigningKeys() {
           onForbidden=${(p: Problem) => { setCreating(false); setReadOnly(p) }}
           onDone=${(k: SigningKey) => {
             setCreating(false)
-            if (k.activate_at) setSchedules({ ...schedules, [k.kid]: k.activate_at })
             changed(k.activate_at ? `Key ${k.kid} created: it becomes active at ${whenUtc(k.activate_at)}.` : `Key ${k.kid} created: pending until you activate it.`)
           }} />`
       : null}
