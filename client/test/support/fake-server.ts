@@ -79,6 +79,8 @@ export interface FakeServer {
   /** GET /v1/offline/keys: how many were asked, and how it answers. */
   keySetCalls: number
   keySetMode: 'ok' | 'down' | 'forged'
+  /** Added to the server's clock (answers' `t`, the key set's `issued_at`): for tests that move the client's clock. */
+  clockOffset: number
   /** The key set as served now (root-signed). */
   keySet(): Record<string, unknown>
   mode: Mode
@@ -138,11 +140,12 @@ export function startFakeServer(): FakeServer {
     certificateOverride: undefined,
     keySetCalls: 0,
     keySetMode: 'ok',
+    clockOffset: 0,
     keySet() {
       const unsigned = {
         root: { kid, public_key: rawKey(publicKey) },
         keys: state.keys.map((k) => ({ kid: k.kid, public_key: k.publicKeyRaw, state: k.state, certificate: k.certificate, created_at: k.created_at, activated_at: k.activated_at, revoked_at: k.revoked_at })),
-        issued_at: new Date().toISOString(),
+        issued_at: new Date(Date.now() + state.clockOffset).toISOString(),
       }
       const signature = sign(null, Buffer.from(canonical(unsigned), 'utf8'), state.keySetMode === 'forged' ? other : privateKey).toString('base64url')
       return { ...unsigned, signature }
@@ -173,7 +176,7 @@ export function startFakeServer(): FakeServer {
     }
     if (status === 429) headers['retry-after'] = String(state.retryAfter)
     if (nonce && mode !== 'unsigned') {
-      const t = mode === 'stale' ? Date.now() - 10 * 60_000 : Date.now()
+      const t = (mode === 'stale' ? Date.now() - 10 * 60_000 : Date.now()) + state.clockOffset
       const signedPath = mode === 'wrong_path' ? '/v1/devices' : path
       const signedNonce = mode === 'wrong_nonce' ? `${nonce}x` : nonce
       const digest = createHash('sha256').update(request, 'utf8').digest('hex')
