@@ -16,7 +16,7 @@ const RETRY_AFTER_FAILURE_MS = 60 * 60_000
 /** After a failed fetch, an unknown kid asks again no sooner than this (an app offline for good is not slowed). */
 const UNKNOWN_KID_RETRY_MS = 60_000
 const MAX_CERTIFICATE = 2048
-const MAX_KEY_SET = 64 * 1024
+const MAX_KEY_SET = 1024 * 1024 // revoked keys stay listed for good: room for hundreds
 const STATES = new Set(['pending', 'active', 'retired', 'revoked'])
 
 /** A key's id: the first 32 hex of the SHA-256 of its raw public key (the root's and every signing key's). */
