@@ -21,10 +21,11 @@ import { Key } from './modules/keys/model'
 import { findKey } from './modules/keys/repo'
 import { creditRoutes } from './modules/credits/routes'
 import { offlineRoutes } from './modules/offline/routes'
-import { Signers } from './modules/offline/signing-keys'
 import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
 import { policyRoutes } from './modules/policies/routes'
+import { Signers } from './modules/signing/signers'
+import { signingRoutes } from './modules/signing/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
 import type { ValidationEngine } from './modules/validation/service'
 import { WEBHOOK_EVENTS } from './modules/webhooks/model'
@@ -50,8 +51,9 @@ const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
   // modules/validation/fast-path.ts); Elysia serves every other route and documents that one too.
-  // The accounts' Ed25519 keys, loaded once per node: offline licenses and signed answers (API-2 §4).
-  const signers = new Signers(deps.sql, deps.secretKey)
+  // The accounts' Ed25519 keys (root and signing keys), held per node and dropped over the bus like the
+  // hot state: offline licenses, signed answers and the key set (modules/signing/signers.ts).
+  const signers = new Signers(deps.sql, deps.secretKey, deps.bus, { ttlMs: deps.config.cacheTtlMs, degradedTtlMs: deps.config.degradedTtlMs })
   // The app's routes, for the client-route wrapper (which reads their CLIENT/SIGNED declarations at
   // the first request): set once every module below is mounted.
   let mounted: () => readonly { method: string; path: string }[] = () => []
@@ -74,6 +76,7 @@ export function createApp(deps: NodeDeps) {
     .use(validationRoutes(deps, deps.validation))
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps, signers))
+    .use(signingRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
     .use(connectorRoutes(deps))

@@ -16,6 +16,7 @@ import { countAccounts } from './modules/accounts/repo'
 import { createAccount } from './modules/accounts/service'
 import { sweepExpiredKeys } from './modules/keys/expiry-sweeper'
 import { reinstateDueKeys } from './modules/keys/reinstate-sweeper'
+import { activateDueKeys } from './modules/signing/service'
 import { releaseGraceMs, releaseInactiveActivations } from './modules/activations/inactivity-release'
 import { pruneExpired, RETENTION_INTERVAL_MS } from './modules/events/retention'
 import { ValidationEngine } from './modules/validation/service'
@@ -98,6 +99,7 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
     every(config.flushIntervalMs, log, 'validation', () => validation.flush()),
     every(config.sweepIntervalMs, log, 'expiry-sweeper', () => sweepExpiredKeys(db.sql)),
     every(config.sweepIntervalMs, log, 'reinstate-sweeper', () => reinstateDueKeys(deps)),
+    every(config.sweepIntervalMs, log, 'signing-key-activations', () => activateDueKeys(deps)),
     every(config.sweepIntervalMs, log, 'inactivity-release', () =>
       releaseInactiveActivations(deps, { graceMs: releaseGraceMs(config.flushIntervalMs) })),
     every(RETENTION_INTERVAL_MS, log, 'retention', () => pruneExpired(db.sql, { days: config.retentionDays })),

@@ -22,6 +22,8 @@ export const ERROR_CODES = [
   'product_has_active_keys',
   'import_invalid',
   'last_full_access_key',
+  'signing_key_limit',
+  'signing_key_revoked',
   'rate_limited',
   'internal_error',
   'unavailable',

@@ -28,6 +28,9 @@ export const EVENT_TYPES = [
   'keys.imported',
   'key.credits_updated',
   'key.credits_exhausted',
+  'signing_key.created',
+  'signing_key.activated',
+  'signing_key.revoked',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

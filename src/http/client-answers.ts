@@ -6,8 +6,9 @@
 // handler (`app.wrap`), so the framework's own answers (body schema 400, 403 from the auth macro, 404,
 // the kernel's 413) are covered without a hook per route.
 //
-// The signed message (v2, bound to the request body) is specified once, in docs/api.md
-// ("Signed answers"); `signatureOf` builds it.
+// The signed message (v3: bound to the signer's kid and the request body) is specified once, in
+// docs/api.md ("Signed answers"); `signatureOf` builds it. An answer signed by a signing key (not the
+// root) carries its certificate in Keyward-Certificate, so a client holding only the root verifies it.
 import { createHash, sign, type KeyObject } from 'node:crypto'
 import { AppError, invalid } from '../core/errors'
 import type { Authenticator, Principal } from '../core/principal'
@@ -18,13 +19,14 @@ import { clientRouteOf } from './responses'
 
 export const NONCE_HEADER = 'keyward-nonce'
 export const SIGNATURE_HEADER = 'keyward-signature'
+export const CERTIFICATE_HEADER = 'keyward-certificate'
 const NONCE = /^[A-Za-z0-9_-]{16,128}$/
-const DOMAIN = 'keyward-answer/v2\n'
+const DOMAIN = 'keyward-answer/v3\n'
 
 /** Headers every answer of a client route carries, with or without `Origin` (API-2 §13). */
 export const CORS_HEADERS: Readonly<Record<string, string>> = Object.freeze({
   'access-control-allow-origin': '*',
-  'access-control-expose-headers': 'keyward-signature, x-request-id, retry-after',
+  'access-control-expose-headers': 'keyward-signature, keyward-certificate, x-request-id, retry-after',
 })
 
 /** What a preflight of a client route answers besides CORS_HEADERS (`methods`: the route's own, e.g. "POST"). */
@@ -36,10 +38,12 @@ export const preflightHeaders = (methods: string): Record<string, string> => ({
 
 const CORS = CORS_HEADERS as Record<string, string>
 
-/** What signs an account's answers: its offline signing key (modules/offline/signing-keys.ts). */
+/** What signs an account's answers: its current signer (modules/signing/signers.ts). */
 export interface AnswerKey {
   readonly kid: string
   readonly privateKey: KeyObject
+  /** The signer's KWCERT1 certificate, sent as Keyward-Certificate; null when the signer is the root. */
+  readonly certificate: string | null
 }
 export interface AnswerKeys {
   /** Synchronous once the account's key is in the node's memory; a promise while it is loaded. */
@@ -71,7 +75,7 @@ export interface SignedFor {
 
 /** The `Keyward-Signature` value for an answer whose body is `body` (a string is sent as UTF-8). */
 export function signatureOf(key: AnswerKey, to: SignedFor, body: string | Uint8Array, t = Date.now()): string {
-  const head = `${DOMAIN}${to.path}\n${to.nonce}\n${t}\n${to.requestDigest}\n`
+  const head = `${DOMAIN}${key.kid}\n${to.path}\n${to.nonce}\n${t}\n${to.requestDigest}\n`
   // One string and one encode for the usual JSON text; bytes (a read-back body) are appended as they are.
   const bytes = typeof body === 'string' ? Buffer.from(head + body, 'utf8') : Buffer.concat([Buffer.from(head, 'utf8'), body])
   return `alg=ed25519, kid=${key.kid}, t=${t}, sig=${sign(null, bytes, key.privateKey).toString('base64')}`
@@ -102,6 +106,7 @@ export async function signed(response: Response, o: SignOptions): Promise<Respon
     const body = new Uint8Array(await response.arrayBuffer())
     const out = new Response(body, { status: response.status, headers: response.headers })
     out.headers.set(SIGNATURE_HEADER, signatureOf(key, o, body))
+    if (key.certificate !== null) out.headers.set(CERTIFICATE_HEADER, key.certificate)
     return out
   } catch {
     return response // the body is not read when signing fails before it (the key or the caller could not be loaded)

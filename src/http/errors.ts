@@ -33,6 +33,8 @@ export const ERRORS = {
     when: 'the same Idempotency-Key with a different request, or while its first request still runs',
   },
   last_full_access_key: { status: 409, title: 'Last full_access API key', when: "deleting the account's last full_access API key" },
+  signing_key_limit: { status: 409, title: 'Signing key limit', when: 'creating a 17th signing key that is not revoked (revoke one first)' },
+  signing_key_revoked: { status: 409, title: 'Signing key revoked', when: 'activating a revoked signing key (it can never sign again)' },
   payload_too_large: {
     status: 413,
     title: 'Payload too large',

@@ -14,6 +14,8 @@ export type BusMessage =
   | { kind: 'policy'; policyId: string }
   /** An API key was revoked or rotated away: drop the cached principal for this token hash. */
   | { kind: 'api_key'; tokenHash: string }
+  /** An account's signing keys changed (activate, revoke, create): drop its signers (modules/signing/signers.ts). */
+  | { kind: 'signers'; accountId: string }
   /** Account-wide change (plan): drop everything cached for the account. */
   | { kind: 'account'; accountId: string }
   /** A new device took a slot: other nodes add it to their hot state without reading it back. */

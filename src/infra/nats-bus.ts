@@ -39,7 +39,7 @@ const sent = invalidations.labels('sent')
 const received = invalidations.labels('received')
 
 /** Messages that change an answer are numbered; device broadcasts only save a read and need no ack. */
-const numbered = (m: BusMessage) => m.kind === 'key' || m.kind === 'keys' || m.kind === 'api_key' || m.kind === 'account' || m.kind === 'policy'
+const numbered = (m: BusMessage) => m.kind === 'key' || m.kind === 'keys' || m.kind === 'api_key' || m.kind === 'account' || m.kind === 'policy' || m.kind === 'signers'
 
 export class NatsBus implements Bus {
   readonly nodeId = `${hostname()}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`

@@ -12,7 +12,7 @@ import { fastValidate } from '../../src/modules/validation/fast-path'
 import { prepareBenchKey } from './fixture'
 import { median } from './stats'
 import { startInProcessNode } from './servers'
-import { Signers } from '../../src/modules/offline/signing-keys'
+import { Signers } from '../../src/modules/signing/signers'
 
 if (!process.env.DATABASE_URL) throw new Error('DATABASE_URL is required (a real Postgres)')
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3)

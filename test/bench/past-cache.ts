@@ -14,7 +14,7 @@
 import { randomBytes } from 'node:crypto'
 import { hashKeyValue, keyPrefixOf, newId, newKeyValue, normalizeKeyValue } from '../../src/infra/crypto'
 import { cacheLookupResults } from '../../src/infra/metrics'
-import { Signers } from '../../src/modules/offline/signing-keys'
+import { Signers } from '../../src/modules/signing/signers'
 import { fastValidate } from '../../src/modules/validation/fast-path'
 import { ADMIN_TOKEN } from './fixture'
 import { median } from './stats'

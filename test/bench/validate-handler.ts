@@ -8,7 +8,7 @@
 //
 //   DATABASE_URL=postgres://… bun run bench:handler    (embedded PGlite otherwise; only setup touches it)
 //   BENCH_CALLS=5000 BENCH_ROUNDS=60   (short slices, many rounds: the VM's speed drifts over seconds)
-import { Signers } from '../../src/modules/offline/signing-keys'
+import { Signers } from '../../src/modules/signing/signers'
 import { fastValidate } from '../../src/modules/validation/fast-path'
 import { prepareBenchKey } from './fixture'
 import { median } from './stats'

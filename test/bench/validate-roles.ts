@@ -73,7 +73,7 @@ function mapBaseline(contract: boolean, signing = false) {
   const handler = mapHandler(env.BENCH_KEY!, env.BENCH_FP!, contract)
   let validate = handler
   if (signing) {
-    const key = { kid: 'bench', privateKey: generateKeyPairSync('ed25519').privateKey }
+    const key = { kid: 'bench', privateKey: generateKeyPairSync('ed25519').privateKey, certificate: null }
     validate = async (req) => {
       const nonce = req.headers.get(NONCE_HEADER)
       if (nonce === null) return handler(req)

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, test } from 'bun:test'
 import { OPERATOR } from '../../src/modules/events/outbox'
 import { releaseSlot } from '../../src/modules/activations/repo'
 import { signLicense } from '../../src/modules/offline/license'
-import { Signers } from '../../src/modules/offline/signing-keys'
+import { Signers } from '../../src/modules/signing/signers'
 import { fingerprint, newKey, newProduct, scopedToken, useHarness } from '../support/harness'
 import { envelopeOf, issueLicense, licenseText, offlineAccount, payloadOf, verifiesWith } from '../support/offline'
 
@@ -74,7 +74,7 @@ describe('sync statuses', () => {
   test('the license\'s own expiry having passed does not matter while key and slot are good', async () => {
     const lic = await issued()
     const signers = new Signers(h.node.deps.sql, h.node.deps.secretKey)
-    const signer = await signers.get(acct.id)
+    const signer = await signers.root(acct.id)
     const old = signLicense(signer.privateKey, signer.kid, {
       ...lic.payload,
       issued_at: '2020-01-01T00:00:00.000Z',

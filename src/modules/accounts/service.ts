@@ -6,7 +6,7 @@ import type { ApiKeyWithToken } from '../api-keys/model'
 import type { Scope } from '../../core/scopes'
 import { createApiKey } from '../api-keys/service'
 import { emit, OPERATOR } from '../events/outbox'
-import { createSigningKey } from '../offline/signing-keys'
+import { createRootKey } from '../signing/signers'
 import type { Account } from './model'
 import type { Plan } from '../../core/plans'
 import * as repo from './repo'
@@ -19,7 +19,7 @@ export async function createAccount(sql: Sql, input: { name: string; plan?: Plan
   return sql.begin(async (tx) => {
     const account = await repo.insertAccount(tx, { id: newId('acct'), name: input.name, plan: input.plan ?? 'free' })
     const apiKey = await createApiKey(tx, account.id, { name: 'Default', scope: 'full_access' })
-    if (secretKey) await createSigningKey(tx, account.id, secretKey)
+    if (secretKey) await createRootKey(tx, account.id, secretKey)
     return { account, api_key: apiKey }
   })
 }

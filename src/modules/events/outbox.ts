@@ -27,12 +27,12 @@ export const byApiKey = (who: Principal): Actor => ({ type: 'api_key', id: who.a
 
 /**
  * The objects an event is about, for `GET /v1/events?resource_id=`: the object itself (`data.id`), an
- * activation event's activation and key, and a plan change's account.
+ * activation event's activation and key, a plan change's account, and a signing key's kid.
  */
 export function resourceIdsOf(data: unknown): string[] {
-  const d = data as { id?: unknown; key_id?: unknown; account_id?: unknown; activation?: { id?: unknown } } | null
+  const d = data as { id?: unknown; kid?: unknown; key_id?: unknown; account_id?: unknown; activation?: { id?: unknown } } | null
   if (d === null || typeof d !== 'object') return []
-  const ids = [d.id, d.activation?.id, d.key_id, d.account_id].filter((v): v is string => typeof v === 'string')
+  const ids = [d.id, d.kid, d.activation?.id, d.key_id, d.account_id].filter((v): v is string => typeof v === 'string')
   return [...new Set(ids)]
 }
 

@@ -2,13 +2,16 @@
 // format is easy to read next to the README's verification recipe:
 //
 //   -----BEGIN KEYWARD LICENSE-----
-//   base64 of {"enc": base64(payload JSON), "sig": base64(Ed25519("license/" + enc)), "alg", "kid"}
+//   base64 of {"enc": base64(payload JSON), "sig": base64(Ed25519("license/" + enc)), "alg", "kid", "certificate"?}
 //   -----END KEYWARD LICENSE-----
 //
 // The signature covers the base64 text `enc` exactly as transmitted, so a verifier never has to
 // re-serialise JSON (no canonicalisation questions) and the "license/" prefix keeps a signature over
-// a license from being valid for any other message the key might ever sign.
-import { createHash, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto'
+// a license from being valid for any other message the key might ever sign. Payload v2 carries the
+// signer's kid inside the signed bytes; the envelope carries the signer's KWCERT1 certificate when the
+// signer is not the account's root (docs/api.md, "Offline licenses"). A v1 license (root-signed, no
+// kid inside) still verifies.
+import { sign, verify, type KeyObject } from 'node:crypto'
 
 export const LICENSE_ALG = 'base64+ed25519'
 export const SIGNING_PREFIX = 'license/'
@@ -19,7 +22,7 @@ const MAX_TEXT = 16 * 1024
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/
 
 export interface LicensePayload {
-  v: 1
+  v: 1 | 2
   id: string
   account_id: string
   key_id: string
@@ -30,37 +33,19 @@ export interface LicensePayload {
   expires_at: string
   /** the key's effective entitlements when issued (absent in licenses issued before they existed) */
   entitlements?: Record<string, true | number | string>
+  /** v2: the signer's kid, inside the signed bytes (equal to the envelope's) */
+  kid?: string
 }
 
-export interface GeneratedKeyPair {
-  kid: string
-  publicKeyPem: string
-  /** PKCS#8 DER of the private key: the caller seals it before it goes anywhere. */
-  privateKeyPkcs8: Buffer
-}
-
-/** The raw 32-byte Ed25519 public key (what libsodium and most embedded verifiers take). */
-export function rawPublicKey(publicKey: KeyObject): Buffer {
-  return Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url')
-}
-
-/** Key id: derived from the public key itself, so it is stable and names exactly one key. */
-export const kidOf = (publicKey: KeyObject) => createHash('sha256').update(rawPublicKey(publicKey)).digest('hex').slice(0, 32)
-
-export function generateKeyPair(): GeneratedKeyPair {
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519')
-  return {
-    kid: kidOf(publicKey),
-    publicKeyPem: publicKey.export({ format: 'pem', type: 'spki' }).toString(),
-    privateKeyPkcs8: privateKey.export({ format: 'der', type: 'pkcs8' }),
-  }
-}
-
-/** Signs `payload` into the license text (base64 wrapped at 64 columns, like PEM). */
-export function signLicense(privateKey: KeyObject, kid: string, payload: LicensePayload): string {
+/**
+ * Signs `payload` into the license text (base64 wrapped at 64 columns, like PEM); `certificate`: the
+ * signer's KWCERT1 when it is not the root (null or omitted for the root).
+ */
+export function signLicense(privateKey: KeyObject, kid: string, payload: LicensePayload, certificate: string | null = null): string {
   const enc = Buffer.from(JSON.stringify(payload), 'utf8').toString('base64')
   const sig = sign(null, Buffer.from(SIGNING_PREFIX + enc, 'utf8'), privateKey).toString('base64')
-  const body = Buffer.from(JSON.stringify({ enc, sig, alg: LICENSE_ALG, kid }), 'utf8').toString('base64')
+  const envelope = certificate === null ? { enc, sig, alg: LICENSE_ALG, kid } : { enc, sig, alg: LICENSE_ALG, kid, certificate }
+  const body = Buffer.from(JSON.stringify(envelope), 'utf8').toString('base64')
   return `${BEGIN}\n${body.match(/.{1,64}/g)!.join('\n')}\n${END}\n`
 }
 
@@ -68,6 +53,8 @@ export interface ParsedLicense {
   enc: string
   sig: Buffer
   kid: string
+  /** The signer's KWCERT1 when the envelope carries one (NOT yet trusted). */
+  certificate: string | null
   /** The decoded payload, NOT yet trusted: only `verifyLicense` makes it so. */
   payload: unknown
 }
@@ -83,12 +70,13 @@ export function parseLicense(text: unknown): ParsedLicense | null {
   if (!outer) return null
   const envelope = parseJson(outer)
   if (!envelope || typeof envelope !== 'object') return null
-  const { enc, sig, alg, kid } = envelope as Record<string, unknown>
+  const { enc, sig, alg, kid, certificate } = envelope as Record<string, unknown>
   if (typeof enc !== 'string' || typeof sig !== 'string' || typeof kid !== 'string' || alg !== LICENSE_ALG) return null
+  if (certificate !== undefined && typeof certificate !== 'string') return null
   const signature = strictBase64(sig)
   const payloadBytes = strictBase64(enc)
   if (!signature || signature.length !== 64 || !payloadBytes) return null
-  return { enc, sig: signature, kid, payload: parseJson(payloadBytes) }
+  return { enc, sig: signature, kid, certificate: certificate ?? null, payload: parseJson(payloadBytes) }
 }
 
 export function verifyLicense(publicKey: KeyObject, license: ParsedLicense): boolean {

@@ -5,7 +5,7 @@ export const MIN_TTL_SECONDS = 3600
 export const MAX_TTL_SECONDS = 31_536_000
 
 export const PublicKey = t.Object({
-  kid: t.String({ description: 'Key id; every license names the key that signed it' }),
+  kid: t.String({ description: "The root's key id (the key apps pin; it signs the certificates of the account's signing keys)" }),
   algorithm: t.Literal('ed25519'),
   public_key_pem: t.String({ description: 'SubjectPublicKeyInfo PEM, for openssl and Node crypto' }),
   public_key: t.String({ description: 'The raw 32-byte Ed25519 public key, base64 (libsodium and friends)' }),
@@ -23,7 +23,7 @@ export const IssueLicenseBody = t.Object({
 export type IssueLicenseBody = typeof IssueLicenseBody.static
 
 export const LicensePayload = t.Object({
-  v: t.Literal(1),
+  v: t.Union([t.Literal(1), t.Literal(2)], { description: '2 for licenses issued now (kid inside); 1 for licenses issued before signing keys' }),
   id: t.String({ pattern: '^lic_[0-9A-HJKMNP-TV-Z]{26}$' }),
   account_id: t.String(),
   key_id: t.String(),
@@ -37,6 +37,7 @@ export const LicensePayload = t.Object({
       description: "The key's effective entitlements when the license was issued or renewed (absent in licenses issued before entitlements existed)",
     }),
   ),
+  kid: t.Optional(t.String({ description: "v2: the signer's kid (the root's or a signing key's), inside the signed bytes" })),
 })
 
 export const IssuedLicense = t.Object({

@@ -1,28 +1,6 @@
 import type { Sql, Tx } from '../../infra/db'
 import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
 
-export interface SigningKeyRow {
-  kid: string
-  public_key_pem: string
-  private_key_sealed: string
-}
-
-/** Inserts the account's key pair unless it already has one (a concurrent first use won the race). */
-export async function insertSigningKey(
-  sql: Sql | Tx,
-  k: { accountId: string; kid: string; publicKeyPem: string; privateKeySealed: string },
-): Promise<void> {
-  await sql`insert into signing_keys (account_id, kid, public_key_pem, private_key_sealed)
-    values (${k.accountId}, ${k.kid}, ${k.publicKeyPem}, ${k.privateKeySealed})
-    on conflict (account_id) do nothing`
-}
-
-export async function findSigningKey(sql: Sql | Tx, accountId: string): Promise<SigningKeyRow | null> {
-  const [row] = await sql<SigningKeyRow[]>`select kid, public_key_pem, private_key_sealed from signing_keys
-    where account_id = ${accountId}`
-  return row ?? null
-}
-
 export async function insertLicense(
   tx: Tx,
   l: {

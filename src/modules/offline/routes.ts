@@ -6,7 +6,7 @@ import { behindAuth, CLIENT, IDEMPOTENT, problems, withBody } from '../../http/r
 import { IdParam } from '../../http/schema'
 import { IssuedLicense, IssueLicenseBody, PublicKey, SyncBody, SyncResponse } from './model'
 import * as service from './service'
-import type { Signers } from './signing-keys'
+import type { Signers } from '../signing/signers'
 
 export function offlineRoutes(deps: Deps, signers: Signers) {
   return new Elysia({ name: 'keyward.offline', prefix: '/v1', detail: { tags: ['Offline licenses'] } })
@@ -16,8 +16,9 @@ export function offlineRoutes(deps: Deps, signers: Signers) {
       // Any scope passes, so no 403.
       response: { 200: PublicKey, ...problems(400, 401, 503) },
       detail: {
-        summary: "The account's Ed25519 public key, to verify offline licenses and signed answers",
-        description: 'The key (same kid) of offline licenses and of Keyward-Signature on signed answers. CORS: callable from any origin.',
+        summary: "The account's root Ed25519 public key: the one apps pin",
+        description:
+          'The root signs the certificates of the signing keys (GET /v1/offline/keys) and signs answers and licenses itself while no signing key is active. CORS: callable from any origin.',
         ...CLIENT,
       },
     })

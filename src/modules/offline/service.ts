@@ -18,10 +18,10 @@ import {
   type SyncResult,
 } from './model'
 import * as repo from './repo'
-import type { Signer, Signers } from './signing-keys'
+import type { AccountSigners, Signers } from '../signing/signers'
 
 export async function publicKey(signers: Signers, accountId: string) {
-  const s = await signers.get(accountId)
+  const s = await signers.root(accountId)
   return { kid: s.kid, algorithm: 'ed25519' as const, public_key_pem: s.publicKeyPem, public_key: s.publicKeyRaw }
 }
 
@@ -47,7 +47,7 @@ export async function issueLicense(
   const fingerprint = input.device_fingerprint.toLowerCase()
   const ttlSeconds = input.ttl_seconds ?? DEFAULT_TTL_SECONDS
   // Loaded (or created) before the transaction: key generation has no business holding a row lock.
-  const signer = await signers.get(who.accountId)
+  const signer = await signers.current(who.accountId)
   // Offline devices are not the caller (the vendor's backend is), so no country or app version.
   const device = { fingerprint, appVersion: null, country: null }
   const claim = await claimSeat(deps, who.accountId, { id: keyId }, device, byApiKey(who), async (tx, key, seat) => {
@@ -69,7 +69,7 @@ export async function issueLicense(
       expiresAt,
     })
     const payload: LicensePayload = {
-      v: 1,
+      v: 2,
       id,
       account_id: who.accountId,
       key_id: keyId,
@@ -79,9 +79,10 @@ export async function issueLicense(
       issued_at: iso(issuedAt)!,
       expires_at: iso(expiresAt)!,
       entitlements: key.entitlements,
+      kid: signer.kid,
     }
     // Signed here so the Idempotency-Key `record` stores the response in this transaction (signing is CPU only).
-    const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload), expires_at: payload.expires_at, payload }
+    const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload, signer.certificate), expires_at: payload.expires_at, payload }
     return record ? await record(tx, signed) : signed
   })
   // A new device's seat is announced to every node by claimSeat, as validate's are.
@@ -105,14 +106,20 @@ export async function issueLicense(
 
 type Checked = { id: string | null; payload: LicensePayload | null }
 
-/** Only a license signed by this account's key, for this account, is trusted; anything else is invalid. */
-function check(text: string, signer: Signer, accountId: string): Checked {
+/**
+ * Only a license signed by one of this account's keys (its root, or a signing key in any state: one
+ * signed by a revoked key is renewed by the current signer), for this account, is trusted; anything
+ * else is invalid. A v2 payload names its signer inside the signed bytes: it must be the envelope's.
+ */
+function check(text: string, held: AccountSigners, accountId: string): Checked {
   const parsed = parseLicense(text)
   const claimed = (parsed?.payload as { id?: unknown } | null)?.id
   const id = typeof claimed === 'string' && isId('lic', claimed) ? claimed : null
-  if (!parsed || parsed.kid !== signer.kid || !verifyLicense(signer.publicKey, parsed)) return { id, payload: null }
+  const key = parsed ? held.publicKeys.get(parsed.kid) : undefined
+  if (!parsed || key === undefined || !verifyLicense(key.publicKey, parsed)) return { id, payload: null }
   if (!Value.Check(LicensePayloadSchema, parsed.payload)) return { id, payload: null }
   const payload = parsed.payload as LicensePayload
+  if (payload.v === 2 ? payload.kid !== parsed.kid : payload.kid !== undefined || parsed.kid !== held.root.kid) return { id, payload: null }
   return { id, payload: payload.account_id === accountId ? payload : null }
 }
 
@@ -123,8 +130,9 @@ function check(text: string, signer: Signer, accountId: string): Checked {
  * invalid (unreadable, tampered, another account's, or unknown).
  */
 export async function syncLicenses(deps: Deps, signers: Signers, who: Principal, texts: string[]) {
-  const signer = await signers.get(who.accountId)
-  const checked = texts.map((text) => check(text, signer, who.accountId))
+  const held = await signers.account(who.accountId)
+  const signer = await signers.current(who.accountId)
+  const checked = texts.map((text) => check(text, held, who.accountId))
   const ids = [...new Set(checked.flatMap((c) => (c.payload ? [c.payload.id] : [])))]
   const states = new Map((await repo.licenseStates(deps.sql, who.accountId, ids)).map((s) => [s.id, s]))
 
@@ -145,7 +153,7 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
         keep: state.after_expiry === 'keep',
       })
       const next: LicensePayload = {
-        v: 1,
+        v: 2,
         id: state.id,
         account_id: who.accountId,
         key_id: state.key_id,
@@ -155,8 +163,9 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
         issued_at: iso(issuedAt)!,
         expires_at: iso(expiresAt)!,
         entitlements: state.entitlements,
+        kid: signer.kid,
       }
-      renewal = { license: signLicense(signer.privateKey, signer.kid, next), activationId: state.active_activation_id, expiresAt }
+      renewal = { license: signLicense(signer.privateKey, signer.kid, next, signer.certificate), activationId: state.active_activation_id, expiresAt }
       renewed.set(state.id, renewal)
     }
     return { id, status: 'valid', license: renewal.license }

@@ -20,6 +20,7 @@ import {
   requestDigestOf,
   SIGNATURE_HEADER,
   signatureOf,
+  CERTIFICATE_HEADER,
   signed,
   type AnswerKey,
   type AnswerKeys,
@@ -121,7 +122,10 @@ export function fastValidate(deps: Deps, engine: ValidationEngine, keys: AnswerK
       answerHeaders.set('x-request-id', requestId)
       const text = answerText(answer) // serialized once per answer that repeats (answers.ts)
       response = new Response(text, answerInit)
-      if (key !== null) response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
+      if (key !== null) {
+        response.headers.set(SIGNATURE_HEADER, signatureOf(key, { path: ROUTE, nonce: nonce!, requestDigest: requestDigest! }, text))
+        if (key.certificate !== null) response.headers.set(CERTIFICATE_HEADER, key.certificate)
+      }
     } catch (err) {
       response = problemResponse(toAppError('UNKNOWN', err, log, requestId), requestId, CORS)
       // Signed like every answer after the nonce check (API-2 §13) whose request body was received;

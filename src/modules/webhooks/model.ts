@@ -8,6 +8,7 @@ import { EVENT_TYPES, type EventType } from '../events/outbox'
 import { Activation } from '../activations/model'
 import { Key } from '../keys/model'
 import { Product } from '../products/model'
+import { SigningKey } from '../signing/model'
 
 export const EventTypeName = OneOf(EVENT_TYPES, { description: 'An event type' })
 
@@ -108,6 +109,11 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'key.credits_exhausted': t.Composite([Key], {
     description: 'A validate spent the key\'s last credits (credits.remaining 0): sent once, not again until the balance was above 0 in between (actor device)',
   }),
+  'signing_key.created': t.Composite([SigningKey], { description: 'The new signing key (pending; never its private half)' }),
+  'signing_key.activated': t.Composite([SigningKey], {
+    description: 'The key that now signs every answer and license (actor system when its activate_at came)',
+  }),
+  'signing_key.revoked': t.Composite([SigningKey], { description: 'The revoked key: it signs and verifies no more' }),
 }
 
 export const eventBody = (type: EventType) =>
