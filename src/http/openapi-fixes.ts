@@ -49,7 +49,10 @@ const CORS_ANSWER_HEADERS: Json = {
   'Access-Control-Allow-Origin': { $ref: '#/components/headers/AccessControlAllowOrigin' },
   'Access-Control-Expose-Headers': { $ref: '#/components/headers/AccessControlExposeHeaders' },
 }
-const SIGNATURE_HEADER: Json = { 'Keyward-Signature': { $ref: '#/components/headers/KeywardSignature' } }
+const SIGNATURE_HEADER: Json = {
+  'Keyward-Signature': { $ref: '#/components/headers/KeywardSignature' },
+  'Keyward-Certificate': { $ref: '#/components/headers/KeywardCertificate' },
+}
 const REQUEST_ID_HEADER: Json = { 'X-Request-Id': { $ref: '#/components/headers/RequestId' } }
 
 const fixed = (value: string) => ({ type: 'string', enum: [value] })
@@ -65,10 +68,17 @@ const COMPONENTS: Json = {
       description:
         'Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication whose request body was ' +
         'received: not a 401, not the 400 for a malformed nonce, not a 413). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: ' +
-        'an Ed25519 signature over the UTF-8 of "keyward-answer/v2\\n" + path (e.g. /v1/validate) + "\\n" + nonce + "\\n" + t + "\\n" + ' +
+        'an Ed25519 signature over the UTF-8 of "keyward-answer/v3\\n" + kid + "\\n" + path (e.g. /v1/validate) + "\\n" + nonce + "\\n" + t + "\\n" + ' +
         'the lowercase hex SHA-256 of the exact request body bytes + "\\n" + the exact response body bytes, with the account\'s ' +
-        'offline signing key (GET /v1/offline/public-key, same kid). The format is specified in docs/api.md, "Signed answers".',
+        'current signer: its active signing key (Keyward-Certificate then carries its certificate), or its root (GET /v1/offline/public-key, same kid). ' +
+        'The format is specified in docs/api.md, "Signed answers".',
       schema: { type: 'string', pattern: '^alg=ed25519, kid=[0-9a-f]+, t=[0-9]+, sig=[A-Za-z0-9+/]+={0,2}$' },
+    },
+    KeywardCertificate: {
+      description:
+        'Sent with Keyward-Signature when the signer is a signing key, not the root: its KWCERT1 certificate, signed by the root ' +
+        '(docs/api.md, "Certificates"), so a client holding only the pinned root verifies the answer with no extra request.',
+      schema: { type: 'string', pattern: '^KWCERT1\\.[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$' },
     },
     IdempotentReplayed: {
       description: '`true` when this is the stored answer to an earlier request with the same Idempotency-Key and body',

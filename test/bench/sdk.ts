@@ -59,7 +59,7 @@ try {
       if ((await res.json()).valid !== true || !res.headers.get('keyward-signature')) throw new Error('unexpected answer')
     },
     'Keyward.validate (signed, verified)': (() => {
-      const kw = new Keyward({ baseUrl: url, token: bench.token, rootPublicKey: publicKey, fingerprint: bench.fingerprint, storage: memoryStorage(), retries: 0 })
+      const kw = new Keyward({ baseUrl: url, token: bench.token, publicKey, fingerprint: bench.fingerprint, storage: memoryStorage(), retries: 0 })
       return async () => {
         const r = await kw.validate({ key: bench.keyValue, appVersion: '1.0.0' })
         if (!r.valid || r.offline) throw new Error('unexpected answer')
@@ -82,7 +82,7 @@ try {
   const nonce = 'bench-verify-0123456789abcdef'
   const res = await fetch(`${url}/v1/validate`, { method: 'POST', headers: { ...headers, 'keyward-nonce': nonce }, body: bench.body })
   const body = new Uint8Array(await res.arrayBuffer())
-  const [, kid, t, sig] = /kid=([^,\s]+), t=(\d+), sig=(\S+)$/.exec(res.headers.get('keyward-signature')!)!
+  const [, kid, t, sig] = /kid=([0-9a-f]+), t=(\d+), sig=(\S+)$/.exec(res.headers.get('keyward-signature')!)!
   const requestSha256 = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', new TextEncoder().encode(bench.body))), (b) => b.toString(16).padStart(2, '0')).join('')
   const message = new Uint8Array([...new TextEncoder().encode(`keyward-answer/v3\n${kid}\n/v1/validate\n${nonce}\n${t}\n${requestSha256}\n`), ...body])
   const key = await crypto.subtle.importKey('raw', Uint8Array.from(atob(publicKey), (c) => c.charCodeAt(0)), { name: 'Ed25519' }, false, ['verify'])

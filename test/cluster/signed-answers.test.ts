@@ -28,9 +28,9 @@ describe.if(ready)('three nodes: signed answers and CORS', () => {
     })
     return { sent, status: res.status, headers: res.headers, bytes: new Uint8Array(await res.arrayBuffer()) }
   }
-  /** The signed message (docs/api.md, "Signed answers"): v2, over the request body's SHA-256 and the answer's bytes. */
-  const message = (path: string, n: string, t: string, sent: string, bytes: Uint8Array) =>
-    Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${n}\n${t}\n${createHash('sha256').update(sent).digest('hex')}\n`), bytes])
+  /** The signed message (docs/api.md, "Signed answers"): v3, over the signer's kid, the request body's SHA-256 and the answer's bytes. */
+  const message = (kid: string, path: string, n: string, t: string, sent: string, bytes: Uint8Array) =>
+    Buffer.concat([Buffer.from(`keyward-answer/v3\n${kid}\n${path}\n${n}\n${t}\n${createHash('sha256').update(sent).digest('hex')}\n`), bytes])
   const parts = (header: string | null) =>
     Object.fromEntries((header ?? '').split(', ').map((p) => [p.slice(0, p.indexOf('=')), p.slice(p.indexOf('=') + 1)])) as Record<string, string>
 
@@ -68,10 +68,10 @@ describe.if(ready)('three nodes: signed answers and CORS', () => {
       expect(res.headers.get('access-control-allow-origin')).toBe('*')
       const s = parts(res.headers.get('keyward-signature'))
       expect(s).toMatchObject({ alg: 'ed25519', kid: stored[0]!.kid })
-      expect(verify(null, message(x.path, x.n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
+      expect(verify(null, message(s.kid!, x.path, x.n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
       // the same bytes under another nonce, or for another request body, do not verify
-      expect(verify(null, message(x.path, nonce(), s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
-      expect(verify(null, message(x.path, x.n, s.t!, `${res.sent} `, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
+      expect(verify(null, message(s.kid!, x.path, nonce(), s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
+      expect(verify(null, message(s.kid!, x.path, x.n, s.t!, `${res.sent} `, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(false)
     }
   }, 120_000)
 
@@ -93,7 +93,7 @@ describe.if(ready)('three nodes: signed answers and CORS', () => {
         expect(res.status).toBe(status)
         if (status === 200) expect(JSON.parse(new TextDecoder().decode(res.bytes))).toMatchObject({ valid: false, reason: 'revoked' })
         const s = parts(res.headers.get('keyward-signature'))
-        expect(verify(null, message('/v1/validate', n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
+        expect(verify(null, message(s.kid!, '/v1/validate', n, s.t!, res.sent, res.bytes), publicKey, Buffer.from(s.sig!, 'base64'))).toBe(true)
       }
       const admin = await fetch(`${c.nodes[node]!.url}/v1/keys/${key.id}`, { headers: { authorization: `Bearer ${token}`, origin: 'https://app.example' } })
       expect(admin.status).toBe(200)

@@ -7,6 +7,7 @@ import { Value } from '@sinclair/typebox/value'
 import { EVENT_TYPES, type EventType } from '../../src/core/events'
 import { releaseInactiveActivations } from '../../src/modules/activations/inactivity-release'
 import { sweepExpiredKeys } from '../../src/modules/keys/expiry-sweeper'
+import { activateDueKeys } from '../../src/modules/signing/service'
 import { eventBody } from '../../src/modules/webhooks/model'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, useHarness } from '../support/harness'
 
@@ -72,6 +73,14 @@ test('every event type is produced, and each payload matches its documented sche
   ok(await h.call('DELETE', `/v1/policies/${policy.id}`, { token }), 'policy.deleted')
   const imported = ok(await h.call('POST', '/v1/keys/import', { token, body: { rows: [{ key: 'imported-value-1', product_id: product.id }] } }), 'keys.imported')
   expect(imported.created).toBe(1)
+
+  // signing keys: created, activated (by the caller, and by the sweeper at a scheduled time), revoked
+  const signing = ok(await h.call('POST', '/v1/signing-keys', { token, body: {} }), 'signing_key.created')
+  ok(await h.call('POST', `/v1/signing-keys/${signing.kid}/activate`, { token }), 'signing_key.activated')
+  ok(await h.call('POST', `/v1/signing-keys/${signing.kid}/revoke`, { token, body: { reason: 'rotation drill' } }), 'signing_key.revoked')
+  const scheduled = ok(await h.call('POST', '/v1/signing-keys', { token, body: { activate_at: new Date(Date.now() + 60_000).toISOString() } }), 'signing_key.created')
+  await sql`update signers set activate_at = now() - interval '1 second' where kid = ${scheduled.kid}`
+  expect(await activateDueKeys(h.node.deps)).toBe(1)
 
   const spare = await newProduct(h.call, token)
   ok(await h.call('DELETE', `/v1/products/${spare.id}`, { token }), 'product.deleted')

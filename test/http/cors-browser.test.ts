@@ -100,7 +100,7 @@ test.skipIf(!present)('a page on another origin validates with a nonce, reads th
   // The request body the page sent (JSON.stringify of the same object), whose SHA-256 the signature covers.
   const sent = JSON.stringify({ key: key.key_value, device_fingerprint: device })
   const requestSha256 = createHash('sha256').update(sent).digest('hex')
-  const signed = Buffer.from(`keyward-answer/v2\n/v1/validate\n${nonce}\n${m![2]}\n${requestSha256}\n${validate.body}`, 'utf8')
+  const signed = Buffer.from(`keyward-answer/v3\n${published.kid}\n/v1/validate\n${nonce}\n${m![2]}\n${requestSha256}\n${validate.body}`, 'utf8')
   expect(verify(null, signed, createPublicKey(published.public_key_pem), Buffer.from(m![3], 'base64'))).toBe(true)
 
   // Blocked by the browser: fetch rejects, the page learns nothing.

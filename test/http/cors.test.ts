@@ -1,4 +1,4 @@
-// CORS on exactly the four client routes (API-2 §5, §13): the preflight, and the two headers on every
+// CORS on exactly the five client routes (API-2 §5, §13): the preflight, and the two headers on every
 // answer of those routes (errors and 401 included, with or without Origin); none anywhere else.
 import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, useHarness } from '../support/harness'
@@ -11,8 +11,9 @@ const CLIENT_ROUTES = [
   ['/v1/deactivate', 'POST'],
   ['/v1/devices', 'POST'],
   ['/v1/offline/public-key', 'GET'],
+  ['/v1/offline/keys', 'GET'],
 ] as const
-const EXPOSED = 'keyward-signature, x-request-id, retry-after'
+const EXPOSED = 'keyward-signature, keyward-certificate, x-request-id, retry-after'
 const ORIGIN = 'https://app.example'
 
 let token: string
@@ -89,11 +90,13 @@ describe('every answer of a client route', () => {
     }
   })
 
-  test('public key: 200 and 401; devices: whatever it answers', async () => {
-    for (const [headers, status] of [[{ authorization: `Bearer ${token}` }, 200], [{}, 401]] as const) {
-      const res = await send('GET', '/v1/offline/public-key', { ...headers, origin: ORIGIN })
-      expect(res.status).toBe(status)
-      expect(corsOf(res)).toEqual({ 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED })
+  test('public key and key set: 200 and 401; devices: whatever it answers', async () => {
+    for (const path of ['/v1/offline/public-key', '/v1/offline/keys']) {
+      for (const [headers, status] of [[{ authorization: `Bearer ${token}` }, 200], [{}, 401]] as const) {
+        const res = await send('GET', path, { ...headers, origin: ORIGIN })
+        expect([path, res.status]).toEqual([path, status])
+        expect(corsOf(res)).toEqual({ 'access-control-allow-origin': '*', 'access-control-expose-headers': EXPOSED })
+      }
     }
     for (const headers of [{ authorization: `Bearer ${token}`, 'content-type': 'application/json' }, {}] as Record<string, string>[]) {
       const res = await send('POST', '/v1/devices', headers, JSON.stringify({ key: keyValue }))
@@ -125,6 +128,7 @@ describe('no other route sends CORS headers', () => {
       await send('GET', '/docs/json', { origin: ORIGIN }),
       await send('GET', '/v1/validatex', { origin: ORIGIN }),
       await send('GET', '/v1/offline/public-keys', auth),
+      await send('GET', '/v1/signing-keys', auth),
       await send('POST', '/v1/keys/key_x/offline-licenses', auth, '{}'),
       await send('OPTIONS', '/v1/products', { origin: ORIGIN, 'access-control-request-method': 'GET' }),
       await send('OPTIONS', '/admin/accounts', { origin: ORIGIN, 'access-control-request-method': 'GET' }),

@@ -38,6 +38,6 @@ test('Keyward-Nonce and Keyward-Signature on the signed operations only', () => 
   expect(validate['400'].content['application/problem+json'].schema.$ref).toBe('#/components/schemas/Problem')
   expect(doc.components.parameters.KeywardNonce).toMatchObject({ name: 'Keyward-Nonce', in: 'header', required: false })
   expect(doc.components.parameters.KeywardNonce.schema.pattern).toBe('^[A-Za-z0-9_-]{16,128}$')
-  expect(doc.components.headers.KeywardSignature.description).toContain('keyward-answer/v2')
+  expect(doc.components.headers.KeywardSignature.description).toContain('keyward-answer/v3')
   expect(doc.components.headers.KeywardSignature.description).toContain('SHA-256 of the exact request body bytes')
 })

@@ -67,6 +67,7 @@ const IDEMPOTENT: Record<string, unknown> = {
   'POST /v1/keys/{id}/offline-licenses': { device_fingerprint: 'b'.repeat(64) },
   'POST /v1/policies': { product_id: 'prod_01JD7Z3X9K8Q4W2E6R5T1Y0U3J', name: 'probe two' },
   'POST /v1/keys/import': { rows: [] },
+  'POST /v1/signing-keys': { activate_at: null },
 }
 
 test('each operation, driven through every error class it can meet', async () => {

@@ -107,7 +107,7 @@ test('each operation: success and error responses, bearer security on /v1 (excep
 })
 
 test('CORS: a preflight (OPTIONS) on exactly the client routes, and the CORS headers on every answer of theirs', async () => {
-  const CLIENT: Record<string, string> = { '/v1/validate': 'post', '/v1/deactivate': 'post', '/v1/devices': 'post', '/v1/offline/public-key': 'get' }
+  const CLIENT: Record<string, string> = { '/v1/validate': 'post', '/v1/deactivate': 'post', '/v1/devices': 'post', '/v1/offline/public-key': 'get', '/v1/offline/keys': 'get' }
   const resolve = (res: any) => (res.$ref ? doc.components.responses[res.$ref.split('/').pop()] : res)
   const preflighted = Object.entries<Record<string, any>>(doc.paths).filter(([, item]) => item.options).map(([path]) => path)
   expect(preflighted.sort()).toEqual(Object.keys(CLIENT).sort())
@@ -124,7 +124,7 @@ test('CORS: a preflight (OPTIONS) on exactly the client routes, and the CORS hea
     }
   }
   expect(doc.components.headers.AccessControlAllowOrigin.schema.enum).toEqual(['*'])
-  expect(doc.components.headers.AccessControlExposeHeaders.schema.enum).toEqual(['keyward-signature, x-request-id, retry-after'])
+  expect(doc.components.headers.AccessControlExposeHeaders.schema.enum).toEqual(['keyward-signature, keyward-certificate, x-request-id, retry-after'])
   // No other operation documents a CORS header.
   for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
     if (path in CLIENT) continue

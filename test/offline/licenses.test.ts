@@ -68,8 +68,9 @@ describe('issuing', () => {
     expect(id).toMatch(/^lic_[0-9A-HJKMNP-TV-Z]{26}$/)
     expect(license.startsWith('-----BEGIN KEYWARD LICENSE-----\n')).toBe(true)
     expect(license.trimEnd().endsWith('\n-----END KEYWARD LICENSE-----')).toBe(true)
+    // v2: the signer's kid inside the signed bytes; no signing key is active, so the root signs (same kid as the public key)
     expect(payload).toEqual({
-      v: 1,
+      v: 2,
       id,
       account_id: acct.id,
       key_id: key.id,
@@ -79,7 +80,9 @@ describe('issuing', () => {
       issued_at: payload.issued_at,
       expires_at,
       entitlements: {},
+      kid: envelopeOf(license).kid,
     })
+    expect(envelopeOf(license).certificate).toBeUndefined()
     expect(payloadOf(license)).toEqual(payload)
     expect(envelopeOf(license).alg).toBe('base64+ed25519')
     expect(Date.parse(expires_at) - Date.parse(payload.issued_at)).toBe(30 * 24 * 3600 * 1000)

@@ -22,6 +22,8 @@ const FP = 'ab'.repeat(32)
 export const MATRIX: Row[] = [
   { method: 'GET', path: () => '/v1/ping', needs: 'any' },
   { method: 'GET', path: () => '/v1/offline/public-key', needs: 'any' },
+  { method: 'GET', path: () => '/v1/offline/keys', needs: 'any' },
+  { method: 'GET', path: () => '/v1/signing-keys', needs: 'any' },
 
   { method: 'POST', path: () => '/v1/validate', needs: 'validate', body: {} },
   { method: 'POST', path: () => '/v1/deactivate', needs: 'validate', body: {} },
@@ -81,6 +83,10 @@ export const MATRIX: Row[] = [
   { method: 'GET', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access' },
   { method: 'PATCH', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access', body: {} },
   { method: 'DELETE', path: () => `/v1/connectors/${ghostId('con')}`, needs: 'full_access' },
+
+  { method: 'POST', path: () => '/v1/signing-keys', needs: 'full_access', body: { activate_at: 'not a time' } },
+  { method: 'POST', path: () => `/v1/signing-keys/${'f'.repeat(32)}/activate`, needs: 'full_access' },
+  { method: 'POST', path: () => `/v1/signing-keys/${'f'.repeat(32)}/revoke`, needs: 'full_access', body: {} },
 ]
 
 const allowed = (scope: Scope, needs: Requirement) => needs === 'any' || scope === 'full_access' || scope === needs

@@ -120,15 +120,23 @@ describe('no plaintext secret in the database', () => {
     expectAbsent(await dumpDatabase(), secrets, 'the database')
   })
 
-  test('offline signing private keys are sealed', async () => {
+  test('offline signing private keys are sealed: the root and the signing keys', async () => {
     const { id, token } = await h.account('growth')
     expect((await call('GET', '/v1/offline/public-key', { token })).status).toBe(200)
-    const [row] = await h.node.deps.sql`select private_key_sealed from signing_keys where account_id = ${id}`
-    expect(row).toBeDefined()
-    const der = open(node.deps.secretKey, row.private_key_sealed)
+    const created = await call('POST', '/v1/signing-keys', { token, body: {} })
+    expect(created.status).toBe(201)
+    expect((await call('POST', `/v1/signing-keys/${created.body.kid}/activate`, { token })).status).toBe(200)
+    const [root] = await h.node.deps.sql`select private_key_sealed from signing_keys where account_id = ${id}`
+    const [signer] = await h.node.deps.sql`select private_key_sealed from signers where kid = ${created.body.kid}`
+    expect(root).toBeDefined()
+    expect(signer).toBeDefined()
     const dump = await dumpDatabase()
-    for (const s of [der.toString('base64'), der.toString('hex'), der.subarray(-32).toString('hex'), der.subarray(-32).toString('base64')]) {
-      expect(dump.includes(s)).toBe(false)
+    for (const row of [root!, signer!]) {
+      const der = open(node.deps.secretKey, row.private_key_sealed)
+      for (const s of [der.toString('base64'), der.toString('hex'), der.subarray(-32).toString('hex'), der.subarray(-32).toString('base64')]) {
+        expect(dump.includes(s)).toBe(false)
+      }
+      secrets.push(der.subarray(-32).toString('base64'), der.subarray(-32).toString('hex'))
     }
   })
 })

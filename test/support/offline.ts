@@ -8,6 +8,8 @@ export interface Envelope {
   sig: string
   alg: string
   kid: string
+  /** The signer's KWCERT1 when it is not the root (licenses v2). */
+  certificate?: string
 }
 
 export function envelopeOf(license: string): Envelope {

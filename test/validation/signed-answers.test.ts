@@ -1,5 +1,5 @@
 // Signed answers (API-2 §4, §13; the format: docs/api.md, "Signed answers"): with a Keyward-Nonce,
-// validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v2\n"
+// validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v3\n" + kid + "\n"
 // + path + "\n" + nonce + "\n" + t + "\n" + the SHA-256 of the exact request body + "\n" + the exact
 // response body, refusals and problems included. Verified here the way an app would: node:crypto alone,
 // with the key that GET /v1/offline/public-key publishes, and the bytes the app sent.
@@ -7,6 +7,7 @@ import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { createHash, createPublicKey, randomBytes, verify, type KeyObject } from 'node:crypto'
 import { scopedToken, useHarness } from '../support/harness'
 import { fingerprint, setup } from './support'
+import { kidOf } from '../../src/modules/signing/keys'
 
 setDefaultTimeout(60_000)
 const h = useHarness() // a real socket: POST /v1/validate through the fast path
@@ -51,8 +52,9 @@ function parseSignature(header: string | null): Signature {
 
 /** What an app does: rebuild the signed bytes from what it sent and received, and check them with the published key. */
 function verifies(key: KeyObject, path: string, n: string, t: string, sent: Uint8Array, body: Uint8Array, sig: string): boolean {
+  const kid = kidOf(key) // the signer is the root here: its kid is its public key's
   const requestSha256 = createHash('sha256').update(sent).digest('hex')
-  const signed = Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${n}\n${t}\n${requestSha256}\n`, 'utf8'), body])
+  const signed = Buffer.concat([Buffer.from(`keyward-answer/v3\n${kid}\n${path}\n${n}\n${t}\n${requestSha256}\n`, 'utf8'), body])
   return verify(null, signed, key, Buffer.from(sig, 'base64'))
 }
 
