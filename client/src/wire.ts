@@ -374,7 +374,9 @@ export interface components {
         AccessControlExposeHeaders: "keyward-signature, keyward-certificate, x-request-id, retry-after";
         /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key and body */
         IdempotentReplayed: "true";
-        /** @description Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication whose request body was received: not a 401, not the 400 for a malformed nonce, not a 413). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: an Ed25519 signature over the UTF-8 of "keyward-answer/v2\n" + path (e.g. /v1/validate) + "\n" + nonce + "\n" + t + "\n" + the lowercase hex SHA-256 of the exact request body bytes + "\n" + the exact response body bytes, with the account's offline signing key (GET /v1/offline/public-key, same kid). The format is specified in docs/api.md, "Signed answers". */
+        /** @description Sent with Keyward-Signature when the signer is a signing key, not the root: its KWCERT1 certificate, signed by the root (docs/api.md, "Certificates"), so a client holding only the pinned root verifies the answer with no extra request. */
+        KeywardCertificate: string;
+        /** @description Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication whose request body was received: not a 401, not the 400 for a malformed nonce, not a 413). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: an Ed25519 signature over the UTF-8 of "keyward-answer/v3\n" + kid + "\n" + path (e.g. /v1/validate) + "\n" + nonce + "\n" + t + "\n" + the lowercase hex SHA-256 of the exact request body bytes + "\n" + the exact response body bytes, with the account's current signer: its active signing key (Keyward-Certificate then carries its certificate), or its root (GET /v1/offline/public-key, same kid). The format is specified in docs/api.md, "Signed answers". */
         KeywardSignature: string;
         /** @description The request's id: the caller's X-Request-Id when it sent a sane one (1..128 of [A-Za-z0-9._:-]), else generated */
         RequestId: string;
@@ -413,6 +415,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -432,6 +435,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -457,6 +461,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -470,6 +475,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -483,6 +489,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -496,6 +503,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -510,6 +518,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -548,6 +557,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -588,6 +598,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -613,6 +624,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -626,6 +638,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -639,6 +652,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -652,6 +666,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -666,6 +681,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -799,6 +815,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -850,6 +867,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -875,6 +893,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -888,6 +907,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -901,6 +921,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -915,6 +936,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
