@@ -1,14 +1,15 @@
 // The Keyward client, the package's facade: signed validation with offline grace, the self-service
 // device screen, a heartbeat for floating seats, the device fingerprint and offline license checks.
 // The rooms behind it: transport.ts (HTTP, retries, verification), answers.ts (the wire mapping),
-// grace.ts (the stored answers), heartbeat.ts, signature.ts, license.ts, fingerprint.ts, storage.ts.
+// grace.ts (the stored answers), heartbeat.ts, signature.ts, signing-keys.ts (the root, certificates and
+// the key set), license.ts, fingerprint.ts, storage.ts.
 import { endsGrace, isRefusal, missingOf, toDeactivate, toDevices, toRefused, toValid, type DeactivateAnswer, type DeactivateResult, type DevicesAnswer, type DevicesResult, type ValidateAnswer, type ValidateResult } from './answers.js'
 import { KeywardError, SignatureError, UnreachableError } from './errors.js'
 import { deriveFingerprint } from './fingerprint.js'
 import { GraceStore } from './grace.js'
 import { startHeartbeat, type Heartbeat, type HeartbeatOptions } from './heartbeat.js'
 import { checkLicense, type LicenseResult } from './license.js'
-import { importPublicKey, type VerifyKey } from './signature.js'
+import { importRoot, Trust, type KeySet, type Root } from './signing-keys.js'
 import { defaultStorage, type KeywardStorage } from './storage.js'
 import { Transport, type FetchLike } from './transport.js'
 
@@ -19,8 +20,14 @@ export interface KeywardOptions {
   baseUrl: string
   /** An API token of scope `validate` (the only kind to ship inside an app). */
   token: string
-  /** The account's Ed25519 public key: `public_key` (raw, base64) or `public_key_pem` from GET /v1/offline/public-key. */
-  publicKey: string | Uint8Array
+  /**
+   * The account's root public key, pinned in the app: `public_key` (raw, base64) or `public_key_pem`
+   * from GET /v1/offline/public-key. It verifies answers and licenses signed by the root itself and,
+   * through their certificates, by every signing key the root certifies (rotations need no app update).
+   */
+  rootPublicKey?: string | Uint8Array
+  /** The earlier name of `rootPublicKey` (the same key: the account's key became its root); kept as an alias. */
+  publicKey?: string | Uint8Array
   /** Your product's id: keys of other products answer not_found; also salts the fingerprint and names the stored answers. */
   productId?: string
   /** The license key value, if already known (validate() remembers the one it was given). */
@@ -68,7 +75,8 @@ export class Keyward {
   readonly productId: string | undefined
   readonly storage: KeywardStorage
   readonly graceSeconds: number
-  private readonly publicKeyPromise: Promise<VerifyKey>
+  private readonly root: Promise<Root>
+  private readonly trust: Trust
   private readonly transport: Transport
   private readonly grace: GraceStore
   private readonly now: () => number
@@ -76,7 +84,11 @@ export class Keyward {
   private fingerprintValue: Promise<string> | undefined
 
   constructor(options: KeywardOptions) {
-    if (!options?.baseUrl || !options.token || !options.publicKey) throw new TypeError('Keyward: baseUrl, token and publicKey are required')
+    const rootPublicKey = options?.rootPublicKey ?? options?.publicKey
+    if (!options?.baseUrl || !options.token || !rootPublicKey) throw new TypeError('Keyward: baseUrl, token and rootPublicKey are required')
+    if (options.rootPublicKey && options.publicKey && options.rootPublicKey !== options.publicKey) {
+      throw new TypeError('Keyward: publicKey is the earlier name of rootPublicKey; pass one of them')
+    }
     this.baseUrl = options.baseUrl.replace(/\/+$/, '')
     this.productId = options.productId
     this.key = options.key
@@ -87,12 +99,12 @@ export class Keyward {
       if (!/^[0-9a-fA-F]{64}$/.test(options.fingerprint)) throw new TypeError('Keyward: fingerprint must be 64 hex characters')
       this.fingerprintValue = Promise.resolve(options.fingerprint.toLowerCase())
     }
-    this.publicKeyPromise = importPublicKey(options.publicKey)
-    this.publicKeyPromise.catch(() => {}) // reported by the first call that needs it
+    this.root = importRoot(rootPublicKey)
+    this.root.catch(() => {}) // reported by the first call that needs it
     this.transport = new Transport({
       baseUrl: this.baseUrl,
       token: options.token,
-      publicKey: this.publicKeyPromise,
+      trust: () => this.trust,
       fetch: options.fetch ?? ((input, init) => globalThis.fetch(input, init)),
       timeoutMs: options.timeoutMs ?? 10_000,
       retries: options.retries ?? 3,
@@ -101,7 +113,14 @@ export class Keyward {
       now: this.now,
       sleep: options.sleep ?? sleep,
     })
-    this.grace = new GraceStore({ storage: this.storage, publicKey: this.publicKeyPromise, graceSeconds: this.graceSeconds, productId: this.productId, now: this.now })
+    this.trust = new Trust({ root: this.root, storage: this.storage, fetchKeySet: () => this.transport.getJson('/v1/offline/keys'), now: this.now })
+    this.grace = new GraceStore({
+      storage: this.storage,
+      resolve: (kid, certificate) => this.trust.keyFor(kid, certificate, 'offline'),
+      graceSeconds: this.graceSeconds,
+      productId: this.productId,
+      now: this.now,
+    })
   }
 
   /** This device's fingerprint (64 lower-case hex), derived once. */
@@ -206,17 +225,33 @@ export class Keyward {
     return startHeartbeat(() => this.validate({ deviceName: options.deviceName, appVersion: options.appVersion }), options)
   }
 
-  /** Checks an offline license text on this device (signature, device, product, expiry, clock). */
+  /**
+   * Checks an offline license text on this device (signature, device, product, expiry, clock), with
+   * only the pinned root: a license signed by a signing key carries its certificate. A signer the
+   * cached key set marks revoked is refused (`signing_key_revoked`: sync the license for a new one).
+   */
   async verifyLicense(text: string): Promise<LicenseResult> {
     const clock = this.now()
     const lastSeen = await this.grace.touchClock()
+    const root = await this.root
     return checkLicense(text, {
-      key: await this.publicKeyPromise,
+      rootKid: root.kid,
+      keyFor: (kid, certificate, reach, accountId) => this.trust.keyFor(kid, certificate, reach, accountId),
       fingerprint: await this.fingerprint(),
       productId: this.productId,
       clock,
       now: Math.max(clock, lastSeen),
     })
+  }
+
+  /**
+   * The account's key set (GET /v1/offline/keys) as last fetched and verified against the root, or null
+   * when none was fetched yet. `refresh: true` asks the service now (at most one request in flight).
+   */
+  async signingKeys(options: { refresh?: boolean } = {}): Promise<KeySet | null> {
+    await this.root
+    if (options.refresh) await this.trust.refresh()
+    return this.trust.keySet()
   }
 
   private keyOf(key: string | undefined): string {

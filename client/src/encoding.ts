@@ -12,6 +12,17 @@ export function fromBase64(text: string): Uint8Array | null {
   return out
 }
 
+/**
+ * Base64 of either alphabet, padded or not (RFC 4648 §4 or §5): the `KW*` texts carry base64url without
+ * padding, JSON objects standard base64; a verifier reads both the same. Null for anything else.
+ */
+export function fromBase64Loose(text: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(text)) return null
+  const bare = text.replace(/=+$/, '').replace(/-/g, '+').replace(/_/g, '/')
+  if (bare.length % 4 === 1) return null
+  return fromBase64(bare + '='.repeat((4 - (bare.length % 4)) % 4))
+}
+
 export function toBase64Url(bytes: Uint8Array): string {
   let bin = ''
   for (const b of bytes) bin += String.fromCharCode(b)
@@ -37,7 +48,11 @@ export function utf8Then(head: string, tail: Uint8Array): Uint8Array {
 }
 
 export async function sha256(text: string): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest('SHA-256', utf8(text)))
+  return sha256Bytes(utf8(text))
+}
+
+export async function sha256Bytes(bytes: Uint8Array): Promise<Uint8Array> {
+  return new Uint8Array(await crypto.subtle.digest('SHA-256', bytes as BufferSource))
 }
 
 export function randomBytes(n: number): Uint8Array {

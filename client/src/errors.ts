@@ -1,6 +1,7 @@
 // Every failure the client reports is a KeywardError with a stable `code` to branch on. Codes from the
 // service (problem+json `code`) pass through unchanged; the client adds its own for what happens before
-// or after the service answers: `unreachable`, `bad_signature`, `clock_skew`, `no_key`, `invalid_public_key`.
+// or after the service answers: `unreachable`, `bad_signature`, `signing_key_revoked`, `clock_skew`, `no_key`,
+// `invalid_public_key`.
 // Only a verified (signed) answer's problem `code` ever becomes an error's code: an unsigned or forged
 // answer of any status is a SignatureError, whatever its body says.
 
@@ -51,9 +52,23 @@ export class UnreachableError extends KeywardError {
  * trusted, whatever its status (kept in `status`). For grace it counts as no answer at all.
  */
 export class SignatureError extends KeywardError {
-  constructor(detail: string, requestId: string | null = null, status = 0) {
-    super({ code: 'bad_signature', detail, requestId, status })
+  constructor(detail: string, requestId: string | null = null, status = 0, code = 'bad_signature') {
+    super({ code, detail, requestId, status })
     this.name = 'SignatureError'
+  }
+}
+
+/**
+ * An answer signed by a signing key that the account revoked (the key set says so), even with a valid
+ * certificate: a SignatureError (never trusted, no better than a forgery for grace) with its own code,
+ * `signing_key_revoked`, and the revoked key's `kid`.
+ */
+export class RevokedSignerError extends SignatureError {
+  readonly kid: string
+  constructor(kid: string, detail: string, requestId: string | null = null, status = 0) {
+    super(detail, requestId, status, 'signing_key_revoked')
+    this.name = 'RevokedSignerError'
+    this.kid = kid
   }
 }
 

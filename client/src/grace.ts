@@ -6,7 +6,7 @@ import { CLOCK_SKEW_MS } from './clock.js'
 import { parseJsonText, sha256, toHex } from './encoding.js'
 import { toValid, type ValidResult } from './answers.js'
 import type { KeywardStorage } from './storage.js'
-import { verifyStored, type SignedAnswer, type VerifyKey } from './signature.js'
+import { verifyStored, type KeyResolver, type SignedAnswer } from './signature.js'
 
 const LAST_SEEN = 'last-seen'
 const VALIDATE = '/v1/validate'
@@ -23,7 +23,8 @@ const normalizeKey = (key: string) => {
 
 export interface GraceOptions {
   storage: KeywardStorage
-  publicKey: Promise<VerifyKey>
+  /** The stored answer's signer, looked up without the network (the service is away when grace is read). */
+  resolve: KeyResolver
   graceSeconds: number
   productId: string | undefined
   now: () => number
@@ -68,8 +69,9 @@ export class GraceStore {
 
   /**
    * The key's stored answer, marked offline, if it is genuine (signature over the stored request and
-   * body), answered this very key, device and product, is younger than graceSeconds, and the clock
-   * has not gone back more than CLOCK_SKEW_MS (since the latest time seen, or before the answer's time).
+   * body, by a signer the root vouches for and the cached key set does not mark revoked), answered this
+   * very key, device and product, is younger than graceSeconds, and the clock has not gone back more
+   * than CLOCK_SKEW_MS (since the latest time seen, or before the answer's time).
    */
   async read(key: string, fingerprint: string, lastSeen: number): Promise<ValidResult | null> {
     const raw = await this.o.storage.get(await this.slotOf(key))
@@ -81,7 +83,7 @@ export class GraceStore {
     const now = this.o.now()
     if (now < lastSeen - CLOCK_SKEW_MS || now < stored.t - CLOCK_SKEW_MS) return null // the clock went back
     if (now - stored.t > this.o.graceSeconds * 1000) return null
-    if (!(await verifyStored(await this.o.publicKey, stored as SignedAnswer))) return null
+    if (!(await verifyStored(this.o.resolve, stored as SignedAnswer))) return null
     const json = parseJsonText(stored.body!)
     return json?.valid === true ? toValid(json, true, new Date(stored.t)) : null
   }

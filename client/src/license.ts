@@ -1,10 +1,16 @@
-// Offline licenses (docs/api.md, "Offline licenses"): the text is BEGIN/END lines around standard base64 (wrapping allowed)
-// of {"enc", "sig", "alg": "base64+ed25519", "kid"}; the signature is Ed25519 over "license/" + enc,
-// enc exactly as transmitted; enc decodes to the payload. A verifier also checks the device, the
-// expiry against its clock, and that issued_at is not more than 5 minutes in the clock's future.
+// Offline licenses (docs/api.md, "Offline licenses"): the text is BEGIN/END lines around standard base64
+// (wrapping allowed) of {"enc", "sig", "alg": "base64+ed25519", "kid", "certificate"?}; the signature is
+// Ed25519 over "license/" + enc, enc exactly as transmitted; enc decodes to the payload. A v2 payload
+// carries its signer's kid inside the signed bytes (so the outer kid cannot be relabelled) and, when
+// the signer is not the root, the envelope carries the signer's KWCERT1 certificate: the pinned root
+// alone verifies it, offline. A v1 payload (no kid inside) verifies with the root only. A verifier also
+// checks the device, the expiry against its clock, and that issued_at is not more than 5 minutes in the
+// clock's future.
 import { CLOCK_SKEW_MS } from './clock.js'
 import { fromBase64, utf8 } from './encoding.js'
+import { KeywardError } from './errors.js'
 import { entitlementsOf, withLookup, type EntitlementLookup, type Entitlements, type EntitlementValue } from './answers.js'
+import type { Reach } from './signing-keys.js'
 import type { VerifyKey } from './signature.js'
 
 const BEGIN = '-----BEGIN KEYWARD LICENSE-----'
@@ -12,7 +18,10 @@ const END = '-----END KEYWARD LICENSE-----'
 const MAX_TEXT = 16 * 1024
 
 export interface LicensePayload {
-  v: 1
+  /** 1: signed by the root, no kid inside; 2: `kid` names the signer (the root or a signing key). */
+  v: 1 | 2
+  /** The signer's kid (v2). */
+  kid?: string
   id: string
   account_id: string
   key_id: string
@@ -25,7 +34,7 @@ export interface LicensePayload {
   entitlements?: Record<string, EntitlementValue>
 }
 
-export type LicenseRefusal = 'malformed' | 'bad_signature' | 'wrong_device' | 'wrong_product' | 'expired' | 'clock_set_back'
+export type LicenseRefusal = 'malformed' | 'bad_signature' | 'signing_key_revoked' | 'wrong_device' | 'wrong_product' | 'expired' | 'clock_set_back'
 
 /** `has(code)` / `entitlement(code)` read the license's entitlements (none on a refused license). */
 export type LicenseResult = EntitlementLookup &
@@ -44,13 +53,16 @@ const decodeJson = (bytes: Uint8Array | null): unknown => {
 }
 
 const isPayload = (p: any): p is LicensePayload =>
-  !!p && typeof p === 'object' && p.v === 1 && typeof p.id === 'string' && typeof p.product_id === 'string' &&
+  !!p && typeof p === 'object' && (p.v === 1 || (p.v === 2 && typeof p.kid === 'string')) && (p.account_id === undefined || typeof p.account_id === 'string') && typeof p.id === 'string' && typeof p.product_id === 'string' &&
   typeof p.device_fingerprint === 'string' && typeof p.issued_at === 'string' && typeof p.expires_at === 'string' &&
   Number.isFinite(Date.parse(p.issued_at)) && Number.isFinite(Date.parse(p.expires_at)) &&
   (p.entitlements === undefined || (!!p.entitlements && typeof p.entitlements === 'object' && !Array.isArray(p.entitlements)))
 
 export interface LicenseChecks {
-  key: VerifyKey
+  /** The pinned root's kid: a v1 license must be signed by it. */
+  rootKid: string
+  /** The signer's key (signing-keys.ts Trust.keyFor): throws a TrustFailure (`revoked` set for a revoked key). */
+  keyFor: (kid: string, certificate: string | null, reach: Reach, accountId?: string) => Promise<VerifyKey>
   fingerprint: string
   productId?: string
   /** The clock to trust: the caller passes max(local clock, latest time seen). */
@@ -72,19 +84,30 @@ async function check(text: unknown, c: LicenseChecks): Promise<Checked> {
   if (!trimmed.startsWith(BEGIN) || !trimmed.endsWith(END)) return { valid: false, reason: 'malformed' }
   const envelope = decodeJson(fromBase64(trimmed.slice(BEGIN.length, trimmed.length - END.length).replace(/\s+/g, ''))) as any
   if (!envelope || typeof envelope !== 'object' || envelope.alg !== 'base64+ed25519') return { valid: false, reason: 'malformed' }
-  const { enc, sig } = envelope
+  const { enc, sig, certificate } = envelope
   const signature = typeof sig === 'string' ? fromBase64(sig) : null
   const payloadBytes = typeof enc === 'string' ? fromBase64(enc) : null
-  if (!signature || signature.length !== 64 || !payloadBytes) return { valid: false, reason: 'malformed' }
-  let genuine = false
-  try {
-    genuine = await crypto.subtle.verify({ name: 'Ed25519' }, c.key as CryptoKey, signature as BufferSource, utf8(`license/${enc}`) as BufferSource)
-  } catch {
-    genuine = false
-  }
-  if (!genuine) return { valid: false, reason: 'bad_signature' }
+  if (!signature || signature.length !== 64 || !payloadBytes || (certificate !== undefined && typeof certificate !== 'string')) return { valid: false, reason: 'malformed' }
+  // The payload is read before its signature only to learn which key must have signed it; nothing in
+  // it is believed until the signature by that key (the kid inside included) verifies.
   const license = decodeJson(payloadBytes)
-  if (!isPayload(license)) return { valid: false, reason: 'malformed' }
+  if (!isPayload(license)) {
+    // Unreadable: a genuine root-signed text of an unknown shape is malformed, anything else a forgery.
+    const root = await c.keyFor(c.rootKid, null, 'offline').catch(() => null)
+    return { valid: false, reason: root && (await verifies(root, signature, enc)) ? 'malformed' : 'bad_signature' }
+  }
+  // v1 predates signing keys: only the root signed them. v2 names its signer inside the signed bytes.
+  const kid = license.v === 1 ? c.rootKid : license.kid!
+  if (typeof envelope.kid === 'string' && envelope.kid !== kid) return { valid: false, reason: 'bad_signature' }
+  let key: VerifyKey
+  try {
+    // An unknown kid may refresh the key set when the network is there; offline the certificate suffices.
+    key = await c.keyFor(kid, license.v === 1 ? null : (certificate ?? null), 'online', license.account_id)
+  } catch (err) {
+    if (err instanceof KeywardError) throw err // the pinned root itself is unusable: a setup error, not a forgery
+    return { valid: false, reason: (err as { revoked?: boolean }).revoked ? 'signing_key_revoked' : 'bad_signature' }
+  }
+  if (!(await verifies(key, signature, enc))) return { valid: false, reason: 'bad_signature' }
   const issuedAt = new Date(license.issued_at)
   const expiresAt = new Date(license.expires_at)
   if (license.device_fingerprint.toLowerCase() !== c.fingerprint.toLowerCase()) return { valid: false, reason: 'wrong_device', license }
@@ -92,4 +115,12 @@ async function check(text: unknown, c: LicenseChecks): Promise<Checked> {
   if (issuedAt.getTime() > c.clock + CLOCK_SKEW_MS || c.now > c.clock + CLOCK_SKEW_MS) return { valid: false, reason: 'clock_set_back', license }
   if (expiresAt.getTime() <= c.now) return { valid: false, reason: 'expired', license }
   return { valid: true, license, expiresAt, issuedAt, entitlements: entitlementsOf(license.entitlements) }
+}
+
+async function verifies(key: VerifyKey, signature: Uint8Array, enc: string): Promise<boolean> {
+  try {
+    return await crypto.subtle.verify({ name: 'Ed25519' }, key as CryptoKey, signature as BufferSource, utf8(`license/${enc}`) as BufferSource)
+  } catch {
+    return false
+  }
 }

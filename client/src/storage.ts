@@ -1,5 +1,6 @@
 // Where the client keeps what must survive a restart: the last verified valid answer (for grace), the
-// latest clock value it has seen (to notice a clock set back), and the browser's random device id.
+// latest clock value it has seen (to notice a clock set back), the browser's random device id, and the
+// account's key set (signing-keys.ts).
 // Values are strings; a storage may be synchronous or not.
 
 export interface KeywardStorage {

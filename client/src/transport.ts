@@ -1,17 +1,20 @@
 // The client's HTTP side: one signed POST with a fresh nonce per attempt, a timeout covering the body,
 // retries with backoff for network errors and 503, the 429 wait, and the answer's signature verified
-// against the exact request bytes sent (docs/api.md, "Signed answers"). Whatever the status, only a
-// verified answer's content is believed: an unsigned or forged one is a SignatureError.
+// against the exact request bytes sent (docs/api.md, "Signed answers") with a key the pinned root vouches
+// for (signing-keys.ts). Whatever the status, only a verified answer's content is believed: an unsigned
+// or forged one is a SignatureError. Also the one GET the client makes: the key set.
 import { fromUtf8, parseJsonText, randomBytes, toBase64Url } from './encoding.js'
 import { KeywardError, RateLimitedError, SignatureError, UnreachableError } from './errors.js'
-import { requestDigest, verifyAnswer, type SignedAnswer, type VerifyKey } from './signature.js'
+import { requestDigest, verifyAnswer, type SignedAnswer } from './signature.js'
+import type { Trust } from './signing-keys.js'
 
 export type FetchLike = (input: string, init: RequestInit) => Promise<Response>
 
 export interface TransportOptions {
   baseUrl: string
   token: string
-  publicKey: Promise<VerifyKey>
+  /** Where answers' signers are looked up; its key set is refreshed (at most daily) beside each call. */
+  trust: () => Trust
   fetch: FetchLike
   timeoutMs: number
   retries: number
@@ -35,7 +38,11 @@ export class Transport {
   /** One signed POST with retries, timeouts and 429 handling; the answer's signature verified. */
   async call(path: string, body: unknown): Promise<Answer> {
     const o = this.o
-    const key = await o.publicKey
+    const trust = o.trust()
+    // The daily key set refresh (never failing the call) comes first: one request at a time, and the
+    // answer is then checked against a set at most a day old.
+    await trust.refreshIfDue()
+    const resolve = (kid: string, certificate: string | null) => trust.keyFor(kid, certificate, 'online')
     const request = JSON.stringify(body)
     const requestSha256 = await requestDigest(request)
     for (let attempt = 0; ; attempt++) {
@@ -53,8 +60,9 @@ export class Transport {
       }
       const status = res.status
       const requestId = res.headers.get('x-request-id')
+      const certificate = res.headers.get('keyward-certificate')
       const verify = (checkTime = true) =>
-        verifyAnswer(key, { header: res.headers.get('keyward-signature'), path, nonce, requestSha256, body: bytes, status, now: o.now(), requestId, checkTime })
+        verifyAnswer(resolve, { header: res.headers.get('keyward-signature'), certificate, path, nonce, requestSha256, body: bytes, status, now: o.now(), requestId, checkTime })
       if (status === 401) {
         // The service cannot sign a 401 (it does not know whose key to sign with): the code is the
         // status's own, never the body's, and the caller treats it as unverified (grace may stand in).
@@ -96,7 +104,26 @@ export class Transport {
       const json = parseJsonText(text)
       if (json === null) throw new SignatureError('the signed answer is not JSON', requestId, status)
       const header = res.headers.get('keyward-signature')!
-      return { status, json, requestId, signed: { path, nonce, t: verified.t, kid: verified.kid, sig: sigOf(header), request, body: text } }
+      const signed: SignedAnswer = { path, nonce, t: verified.t, kid: verified.kid, sig: sigOf(header), request, body: text }
+      if (certificate !== null) signed.certificate = certificate
+      return { status, json, requestId, signed }
+    }
+  }
+
+  /** GET of a JSON document (the key set), one attempt under the timeout; rejects unless a 200 with JSON. */
+  async getJson(path: string): Promise<unknown> {
+    const o = this.o
+    const controller = new AbortController()
+    const timer = setTimeout(() => controller.abort(new Error(`timed out after ${o.timeoutMs} ms`)), o.timeoutMs)
+    try {
+      const res = await o.fetch(o.baseUrl + path, { method: 'GET', headers: { authorization: `Bearer ${o.token}` }, signal: controller.signal })
+      const text = await res.text()
+      if (res.status !== 200) throw new Error(`HTTP ${res.status} from ${path}`)
+      const json = parseJsonText(text)
+      if (json === null) throw new Error(`${path} did not answer JSON`)
+      return json
+    } finally {
+      clearTimeout(timer)
     }
   }
 

@@ -122,8 +122,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The account's Ed25519 public key, to verify offline licenses and signed answers
-         * @description The key (same kid) of offline licenses and of Keyward-Signature on signed answers. CORS: callable from any origin.
+         * The account's root Ed25519 public key: the one apps pin
+         * @description The root signs the certificates of the signing keys (GET /v1/offline/keys) and signs answers and licenses itself while no signing key is active. CORS: callable from any origin.
          */
         get: operations["getV1OfflinePublic-key"];
         put?: never;
@@ -266,7 +266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
+        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -371,10 +371,12 @@ export interface components {
         /** @description CORS: a client route answers any origin (with or without an Origin header) */
         AccessControlAllowOrigin: "*";
         /** @description CORS: the answer headers a page may read */
-        AccessControlExposeHeaders: "keyward-signature, x-request-id, retry-after";
+        AccessControlExposeHeaders: "keyward-signature, keyward-certificate, x-request-id, retry-after";
         /** @description `true` when this is the stored answer to an earlier request with the same Idempotency-Key and body */
         IdempotentReplayed: "true";
-        /** @description Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication whose request body was received: not a 401, not the 400 for a malformed nonce, not a 413). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: an Ed25519 signature over the UTF-8 of "keyward-answer/v2\n" + path (e.g. /v1/validate) + "\n" + nonce + "\n" + t + "\n" + the lowercase hex SHA-256 of the exact request body bytes + "\n" + the exact response body bytes, with the account's offline signing key (GET /v1/offline/public-key, same kid). The format is specified in docs/api.md, "Signed answers". */
+        /** @description Sent with Keyward-Signature when the signer is a signing key, not the root: its KWCERT1 certificate, signed by the root (docs/api.md, "Certificates"), so a client holding only the pinned root verifies the answer with no extra request. */
+        KeywardCertificate: string;
+        /** @description Sent when the request carried a well-formed Keyward-Nonce (every answer after authentication whose request body was received: not a 401, not the 400 for a malformed nonce, not a 413). `alg=ed25519, kid=<kid>, t=<unix ms>, sig=<standard base64>`: an Ed25519 signature over the UTF-8 of "keyward-answer/v3\n" + kid + "\n" + path (e.g. /v1/validate) + "\n" + nonce + "\n" + t + "\n" + the lowercase hex SHA-256 of the exact request body bytes + "\n" + the exact response body bytes, with the account's current signer: its active signing key (Keyward-Certificate then carries its certificate), or its root (GET /v1/offline/public-key, same kid). The format is specified in docs/api.md, "Signed answers". */
         KeywardSignature: string;
         /** @description The request's id: the caller's X-Request-Id when it sent a sane one (1..128 of [A-Za-z0-9._:-]), else generated */
         RequestId: string;
@@ -413,6 +415,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -432,6 +435,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -457,6 +461,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -465,11 +470,12 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key */
+            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
             409: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -483,6 +489,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -496,6 +503,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -510,6 +518,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -548,6 +557,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -588,6 +598,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -613,6 +624,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -626,6 +638,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -639,6 +652,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -652,6 +666,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -666,6 +681,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -700,7 +716,7 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         algorithm: "ed25519";
-                        /** @description Key id; every license names the key that signed it */
+                        /** @description The root's key id (the key apps pin; it signs the certificates of the account's signing keys) */
                         kid: string;
                         /** @description The raw 32-byte Ed25519 public key, base64 (libsodium and friends) */
                         public_key: string;
@@ -799,6 +815,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -850,6 +867,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -875,6 +893,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -888,6 +907,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -901,6 +921,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "Retry-After": components["headers"]["RetryAfter"];
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -915,6 +936,7 @@ export interface operations {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
                     "Access-Control-Expose-Headers": components["headers"]["AccessControlExposeHeaders"];
+                    "Keyward-Certificate": components["headers"]["KeywardCertificate"];
                     "Keyward-Signature": components["headers"]["KeywardSignature"];
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;

@@ -1,4 +1,4 @@
-// Signed answers v2 (docs/api.md, "Signed answers") against the fake signing server: the answer is
+// Signed answers v3 (docs/api.md, "Signed answers") against the fake signing server: the answer is
 // bound to the exact request sent, so a proxy that swaps the key, the device or any field while it
 // forwards the nonce is caught; an unsigned or forged answer of any status is a SignatureError (never
 // the forger's code or a 429 wait) and counts as no answer for grace; a device clock that is off is

@@ -9,7 +9,7 @@
 //   licensed-cli export <FILE>      a feature of the paid tier: needs the key's `export` entitlement
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
-// `validate` token), KEYWARD_PUBLIC_KEY (`public_key` from GET /v1/offline/public-key),
+// `validate` token), KEYWARD_PUBLIC_KEY (the account's root: `public_key` from GET /v1/offline/public-key),
 // KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
 // LICENSED_CLI_HOME when set.
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
@@ -24,7 +24,7 @@ const KEY_FILE = join(DIR, 'key')
 const keyward = new Keyward({
   baseUrl: process.env.KEYWARD_URL ?? 'http://localhost:3000',
   token: process.env.KEYWARD_TOKEN ?? '',
-  publicKey: process.env.KEYWARD_PUBLIC_KEY ?? '',
+  rootPublicKey: process.env.KEYWARD_PUBLIC_KEY ?? '', // the account's root: signing keys it certifies verify too
   productId: process.env.KEYWARD_PRODUCT_ID,
   storage: fileStorage(join(DIR, 'state.json')),
   graceSeconds: 3 * 86_400,
@@ -43,6 +43,7 @@ function problem(err, unreachable = 'the license server cannot be reached: try a
     unreachable,
     rate_limited: `too many checks today; try again in ${err.retryAfter} s`,
     bad_signature: 'the answer was not signed by the license server: refusing it',
+    signing_key_revoked: 'the answer was signed with a key the license server revoked: refusing it',
     clock_skew: err.detail, // the SDK's own sentence: how far off the clock is, and to set it right
     unauthorized: 'this build carries a retired token: please update the app',
     deactivation_limit: 'this key has no device releases left: contact support',

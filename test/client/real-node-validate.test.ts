@@ -72,7 +72,7 @@ function checkedByNode(x: Exchange, path: string, pem = publicKey.pem) {
   const m = /^alg=ed25519, kid=([0-9a-f]+), t=(\d+), sig=([A-Za-z0-9+/]+=*)$/.exec(x.signature ?? '')
   if (!m) throw new Error(`not a Keyward-Signature: ${x.signature}`)
   const requestSha256 = createHash('sha256').update(x.requestText, 'utf8').digest('hex')
-  const signed = Buffer.concat([Buffer.from(`keyward-answer/v2\n${path}\n${x.nonce}\n${m[2]}\n${requestSha256}\n`, 'utf8'), x.bytes])
+  const signed = Buffer.concat([Buffer.from(`keyward-answer/v3\n${m[1]}\n${path}\n${x.nonce}\n${m[2]}\n${requestSha256}\n`, 'utf8'), x.bytes])
   return { genuine: verify(null, signed, createPublicKey(pem), Buffer.from(m[3]!, 'base64')), kid: m[1], t: Number(m[2]) }
 }
 

@@ -1,5 +1,6 @@
 // The built package (dist/) under Node ≥ 20, no Bun in this process: a node:http fake server signs
-// answers as docs/api.md "Signed answers" says (v2: bound to the request body's SHA-256); validate
+// answers as docs/api.md "Signed answers" says (v3: the signer's kid inside, bound to the request body's
+// SHA-256); validate
 // verifies them, refuses forgeries, falls back to grace; offline licenses, fingerprint and file storage
 // work with Node's own WebCrypto. (Against a real node: test/client/node/real-node.mjs.)
 // Run: node --test client/test/node/smoke.mjs (after building client/).
@@ -15,6 +16,13 @@ import { Keyward, SignatureError, fileStorage, memoryStorage } from '../../dist/
 const { publicKey, privateKey } = generateKeyPairSync('ed25519')
 const other = generateKeyPairSync('ed25519').privateKey
 const raw = Buffer.from(publicKey.export({ format: 'jwk' }).x, 'base64url').toString('base64')
+const kid = createHash('sha256').update(Buffer.from(raw, 'base64')).digest('hex').slice(0, 32)
+// A signing key the root certified (KWCERT1, docs/api.md "Signing keys"): mode 'certified' signs with it.
+const signing = generateKeyPairSync('ed25519')
+const signingRaw = Buffer.from(signing.publicKey.export({ format: 'jwk' }).x, 'base64url').toString('base64')
+const signingKid = createHash('sha256').update(Buffer.from(signingRaw, 'base64')).digest('hex').slice(0, 32)
+const certBody = `KWCERT1.${Buffer.from(JSON.stringify({ kid: signingKid, public_key: signingRaw, account_id: 'acct_1', created_at: new Date().toISOString() })).toString('base64url')}`
+const certificate = `${certBody}.${sign(null, Buffer.from(certBody), privateKey).toString('base64url')}`
 let mode = 'ok'
 
 const server = createServer((req, res) => {
@@ -29,9 +37,12 @@ const server = createServer((req, res) => {
     const body = JSON.stringify({ valid: true, plan: 'node', expires_at: null, activations_used: 1, activation_limit: 2, policy_id: null, entitlements: { export: true, projects: 5 }, expired: false, grace_until: null })
     const t = Date.now()
     const digest = createHash('sha256').update(data, 'utf8').digest('hex')
-    const msg = Buffer.from(`keyward-answer/v2\n${req.url}\n${nonce}\n${t}\n${digest}\n${body}`)
-    const sig = sign(null, msg, mode === 'forged' ? other : privateKey).toString('base64')
-    res.writeHead(200, { 'content-type': 'application/json', 'keyward-signature': `alg=ed25519, kid=k, t=${t}, sig=${sig}` })
+    const signer = mode === 'certified' ? signingKid : kid
+    const msg = Buffer.from(`keyward-answer/v3\n${signer}\n${req.url}\n${nonce}\n${t}\n${digest}\n${body}`)
+    const sig = sign(null, msg, mode === 'forged' ? other : mode === 'certified' ? signing.privateKey : privateKey).toString('base64')
+    const headers = { 'content-type': 'application/json', 'keyward-signature': `alg=ed25519, kid=${signer}, t=${t}, sig=${sig}` }
+    if (mode === 'certified') headers['keyward-certificate'] = certificate
+    res.writeHead(200, headers)
     res.end(body)
   })
 })
@@ -47,7 +58,10 @@ const KEY = 'ABCDE-FGHJK-MNPQR-STVWX-YZ012'
 
 test('validate: verified answer, forged answer refused, grace from a file after a restart', async () => {
   const path = join(dir, 'state.json')
-  const kw = new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: fileStorage(path), backoffMs: 1 })
+  const kw = new Keyward({ baseUrl, token: 'kw_x', rootPublicKey: raw, productId: 'prod_N', storage: fileStorage(path), backoffMs: 1 })
+  mode = 'certified' // a signing key's answer, with its certificate: verified with only the root
+  assert.equal((await kw.validate({ key: KEY })).offline, false)
+  mode = 'ok'
   const ok = await kw.validate({ key: KEY })
   assert.equal(ok.valid, true)
   assert.equal(ok.plan, 'node')
@@ -58,7 +72,7 @@ test('validate: verified answer, forged answer refused, grace from a file after 
   await assert.rejects(new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: memoryStorage() }).validate({ key: KEY }), SignatureError)
   assert.equal((await kw.validate()).offline, true)
   mode = 'down'
-  const restarted = new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: fileStorage(path), backoffMs: 1, retries: 1 })
+  const restarted = new Keyward({ baseUrl, token: 'kw_x', rootPublicKey: raw, productId: 'prod_N', storage: fileStorage(path), backoffMs: 1, retries: 1 })
   const offline = await restarted.validate({ key: KEY })
   assert.equal(offline.valid, true)
   assert.equal(offline.offline, true)
@@ -79,7 +93,7 @@ test('fingerprint: 64 hex and stable; verifyLicense on a license in the document
   const payload = { v: 1, id: 'lic_1', account_id: 'acct_1', key_id: 'key_1', product_id: 'prod_N', plan: null, device_fingerprint: fp, issued_at: new Date(now - 1000).toISOString(), expires_at: new Date(now + 3600_000).toISOString(), entitlements: { export: true } }
   const enc = Buffer.from(JSON.stringify(payload)).toString('base64')
   const sig = sign(null, Buffer.from(`license/${enc}`), privateKey).toString('base64')
-  const outer = Buffer.from(JSON.stringify({ enc, sig, alg: 'base64+ed25519', kid: 'k' })).toString('base64')
+  const outer = Buffer.from(JSON.stringify({ enc, sig, alg: 'base64+ed25519', kid })).toString('base64')
   const text = `-----BEGIN KEYWARD LICENSE-----\n${outer.match(/.{1,64}/g).join('\n')}\n-----END KEYWARD LICENSE-----\n`
   const result = await kw.verifyLicense(text)
   assert.equal(result.valid, true)

@@ -1,9 +1,44 @@
 // A fake Keyward for the client's tests: Bun.serve answering /v1/validate, /v1/devices and
 // /v1/deactivate, signing every answer after authentication (errors and 5xx included) as docs/api.md
-// "Signed answers" says (v2: bound to the SHA-256 of the exact request body received) with a test
-// Ed25519 key, sending the CORS headers, and able to misbehave on demand (forge, go away, 503, 429,
-// an unsigned gateway 502, any error status).
+// "Signed answers" says (v3: the signer's kid inside, bound to the SHA-256 of the exact request body
+// received) with a test root key or a signing key the root certified (then with `Keyward-Certificate`),
+// serving the root-signed key set (GET /v1/offline/keys), sending the CORS headers, and able to
+// misbehave on demand (forge, relabel, go away, 503, 429, an unsigned gateway 502, any error status).
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
+import { canonical } from './canonical'
+
+export const ACCOUNT = 'acct_fake'
+
+/** A signing key of the fake account (or of another one), certified by a root. */
+export interface SigningKey {
+  kid: string
+  publicKeyRaw: string
+  privateKey: KeyObject
+  certificate: string
+  state: 'pending' | 'active' | 'retired' | 'revoked'
+  created_at: string
+  activated_at: string | null
+  revoked_at: string | null
+}
+
+export const kidOf = (raw: string) => createHash('sha256').update(Buffer.from(raw, 'base64')).digest('hex').slice(0, 32)
+const b64url = (bytes: Buffer) => bytes.toString('base64url')
+
+/** A KWCERT1 certificate (docs/api.md, "Signing keys") signed by `rootKey` over `KWCERT1.<payload>`. */
+export function certify(rootKey: KeyObject, payload: { kid: string; public_key: string; account_id: string; created_at: string }): string {
+  const body = `KWCERT1.${b64url(Buffer.from(JSON.stringify({ kid: payload.kid, public_key: payload.public_key, account_id: payload.account_id, created_at: payload.created_at })))}`
+  return `${body}.${b64url(sign(null, Buffer.from(body, 'ascii'), rootKey))}`
+}
+
+/** A new Ed25519 signing key certified by `rootKey` for `account`. */
+export function makeSigningKey(rootKey: KeyObject, account = ACCOUNT): SigningKey {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519')
+  const publicKeyRaw = rawKey(publicKey)
+  const kid = kidOf(publicKeyRaw)
+  const created_at = new Date().toISOString()
+  const certificate = certify(rootKey, { kid, public_key: publicKeyRaw, account_id: account, created_at })
+  return { kid, publicKeyRaw, privateKey, certificate, state: 'pending', created_at, activated_at: null, revoked_at: null }
+}
 
 export type Mode =
   | 'ok'
@@ -17,12 +52,37 @@ export type Mode =
   | 'error500'
   | 'rate_limited' // 429 with retry_after
   | 'gateway502' // an unsigned 502 with an HTML body, as a proxy in front would send
+  | 'relabelled' // signed by the signer over `relabelAs`'s kid, sent under that kid and its certificate
 
 export interface FakeServer {
   url: string
+  /** The root's raw public key (what an app pins). */
   publicKeyRaw: string
   publicKeyPem: string
+  /** The root's kid. */
   kid: string
+  rootPrivateKey: KeyObject
+  /** Who signs answers: null for the root, else a signing key (its certificate is sent along). */
+  signer: SigningKey | null
+  /** The signing keys in the key set, newest first. */
+  keys: SigningKey[]
+  /** Creates a signing key, listed in the key set as pending. */
+  createKey(): SigningKey
+  /** Makes the key the active signer (the previous active one retired). */
+  activate(key: SigningKey): void
+  /** Marks the key revoked; if it signed, the root signs again. */
+  revoke(key: SigningKey): void
+  /** The kid and certificate a `relabelled` answer claims. */
+  relabelAs: SigningKey | null
+  /** When set (a string, or null for none), sent as `Keyward-Certificate` instead of the signer's. */
+  certificateOverride: string | null | undefined
+  /** GET /v1/offline/keys: how many were asked, and how it answers. */
+  keySetCalls: number
+  keySetMode: 'ok' | 'down' | 'forged'
+  /** Added to the server's clock (answers' `t`, the key set's `issued_at`): for tests that move the client's clock. */
+  clockOffset: number
+  /** The key set as served now (root-signed). */
+  keySet(): Record<string, unknown>
   mode: Mode
   /** A scripted sequence of modes, used before `mode` (one per request). */
   script: Mode[]
@@ -33,8 +93,8 @@ export interface FakeServer {
   errorAnswer: { status: number; code: string } | null
   requests: { path: string; nonce: string | null; body: any; auth: string | null }[]
   devices: { device_fingerprint: string; device_name: string | null }[]
-  /** Signs an offline license (API-2 §12) with the same key. */
-  license(payload: Record<string, unknown>): string
+  /** Signs an offline license (docs/api.md) with the root, or with `signer` (then its certificate is in the envelope). */
+  license(payload: Record<string, unknown>, signer?: SigningKey | null): string
   stop(): Promise<void>
 }
 
@@ -44,7 +104,7 @@ export function rawKey(publicKey: KeyObject): string {
 
 const CORS = {
   'access-control-allow-origin': '*',
-  'access-control-expose-headers': 'keyward-signature, x-request-id, retry-after',
+  'access-control-expose-headers': 'keyward-signature, keyward-certificate, x-request-id, retry-after',
 }
 
 export function startFakeServer(): FakeServer {
@@ -57,6 +117,39 @@ export function startFakeServer(): FakeServer {
     publicKeyRaw: rawKey(publicKey),
     publicKeyPem: publicKey.export({ format: 'pem', type: 'spki' }).toString(),
     kid,
+    rootPrivateKey: privateKey,
+    signer: null,
+    keys: [],
+    createKey() {
+      const key = makeSigningKey(privateKey)
+      state.keys.unshift(key)
+      return key
+    },
+    activate(key) {
+      for (const k of state.keys) if (k.state === 'active') k.state = 'retired'
+      key.state = 'active'
+      key.activated_at = new Date().toISOString()
+      state.signer = key
+    },
+    revoke(key) {
+      key.state = 'revoked'
+      key.revoked_at = new Date().toISOString()
+      if (state.signer === key) state.signer = null
+    },
+    relabelAs: null,
+    certificateOverride: undefined,
+    keySetCalls: 0,
+    keySetMode: 'ok',
+    clockOffset: 0,
+    keySet() {
+      const unsigned = {
+        root: { kid, public_key: rawKey(publicKey) },
+        keys: state.keys.map((k) => ({ kid: k.kid, public_key: k.publicKeyRaw, state: k.state, certificate: k.certificate, created_at: k.created_at, activated_at: k.activated_at, revoked_at: k.revoked_at })),
+        issued_at: new Date(Date.now() + state.clockOffset).toISOString(),
+      }
+      const signature = sign(null, Buffer.from(canonical(unsigned), 'utf8'), state.keySetMode === 'forged' ? other : privateKey).toString('base64url')
+      return { ...unsigned, signature }
+    },
     mode: 'ok',
     script: [],
     validateAnswer: { valid: true, plan: 'pro', expires_at: null, activations_used: 1, activation_limit: 3 },
@@ -65,10 +158,11 @@ export function startFakeServer(): FakeServer {
     requests: [],
     devices: [],
     stop: async () => server.stop(true),
-    license(payload) {
+    license(payload, signer = null) {
       const enc = Buffer.from(JSON.stringify(payload)).toString('base64')
-      const sig = sign(null, Buffer.from(`license/${enc}`), privateKey).toString('base64')
-      const outer = Buffer.from(JSON.stringify({ enc, sig, alg: 'base64+ed25519', kid })).toString('base64')
+      const sig = sign(null, Buffer.from(`license/${enc}`), signer?.privateKey ?? privateKey).toString('base64')
+      const envelope = signer ? { enc, sig, alg: 'base64+ed25519', kid: signer.kid, certificate: signer.certificate } : { enc, sig, alg: 'base64+ed25519', kid }
+      const outer = Buffer.from(JSON.stringify(envelope)).toString('base64')
       return `-----BEGIN KEYWARD LICENSE-----\n${outer.match(/.{1,64}/g)!.join('\n')}\n-----END KEYWARD LICENSE-----\n`
     },
   }
@@ -82,13 +176,18 @@ export function startFakeServer(): FakeServer {
     }
     if (status === 429) headers['retry-after'] = String(state.retryAfter)
     if (nonce && mode !== 'unsigned') {
-      const t = mode === 'stale' ? Date.now() - 10 * 60_000 : Date.now()
+      const t = (mode === 'stale' ? Date.now() - 10 * 60_000 : Date.now()) + state.clockOffset
       const signedPath = mode === 'wrong_path' ? '/v1/devices' : path
       const signedNonce = mode === 'wrong_nonce' ? `${nonce}x` : nonce
       const digest = createHash('sha256').update(request, 'utf8').digest('hex')
-      const msg = Buffer.from(`keyward-answer/v2\n${signedPath}\n${signedNonce}\n${t}\n${digest}\n${text}`, 'utf8')
-      const sig = sign(null, msg, mode === 'wrong_key' ? other : privateKey).toString('base64')
-      headers['keyward-signature'] = `alg=ed25519, kid=${kid}, t=${t}, sig=${sig}`
+      const signer = state.signer
+      const claimed = mode === 'relabelled' && state.relabelAs ? state.relabelAs : signer
+      const claimedKid = claimed?.kid ?? kid
+      const msg = Buffer.from(`keyward-answer/v3\n${claimedKid}\n${signedPath}\n${signedNonce}\n${t}\n${digest}\n${text}`, 'utf8')
+      const sig = sign(null, msg, mode === 'wrong_key' ? other : (signer?.privateKey ?? privateKey)).toString('base64')
+      headers['keyward-signature'] = `alg=ed25519, kid=${claimedKid}, t=${t}, sig=${sig}`
+      const certificate = state.certificateOverride !== undefined ? state.certificateOverride : (claimed?.certificate ?? null)
+      if (certificate !== null) headers['keyward-certificate'] = certificate
       if (mode === 'changed_body') text = text.replace('"valid":false', '"valid":true').replace('"plan":"pro"', '"plan":"ultimate"').replace('"detail":"fake', '"detail":"altered')
     }
     return new Response(text, { status, headers })
@@ -119,6 +218,12 @@ export function startFakeServer(): FakeServer {
             'access-control-max-age': '86400',
           },
         })
+      }
+      if (req.method === 'GET' && path === '/v1/offline/keys') {
+        state.keySetCalls++
+        if (req.headers.get('authorization') !== 'Bearer kw_test') return new Response('{}', { status: 401 })
+        if (state.keySetMode === 'down') return new Response('{}', { status: 503 })
+        return Response.json(state.keySet(), { headers: CORS })
       }
       const nonce = req.headers.get('keyward-nonce')
       const request = await req.text()

@@ -1,6 +1,7 @@
 // The built SDK package (client/dist/) under Node ≥ 20, no Bun in this process, against a real Keyward
 // node (its own process, `bun src/main.ts`, embedded database): validate, devices and deactivate
-// verified with Node's own WebCrypto. Run: node --test test/client/node/real-node.mjs (after building client/).
+// verified with Node's own WebCrypto, before and after a signing key rotation (the answer's certificate
+// checked with only the pinned root). Run: node --test test/client/node/real-node.mjs (after building client/).
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { spawn } from 'node:child_process'
@@ -15,7 +16,7 @@ const raw = Buffer.from(generateKeyPairSync('ed25519').publicKey.export({ format
 const dir = mkdtempSync(join(tmpdir(), 'keyward-node-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-test('against a real Keyward node: validate, devices and deactivate, verified with Node\'s WebCrypto', async (t) => {
+test('against a real Keyward node: validate, devices and deactivate, verified with Node\'s WebCrypto, through a rotation', async (t) => {
   const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..')
   const env = { ...process.env, PORT: '0', HOST: '127.0.0.1', ADMIN_TOKEN: 'node-smoke-admin-token-0123456789', DEMO_ACCOUNT: 'false', LOG_LEVEL: 'warn', DATA_DIR: join(dir, 'node-data') }
   for (const name of ['DATABASE_URL', 'NATS_URL', 'REDIS_URL', 'SECRET_KEY']) delete env[name] // embedded: its own database
@@ -46,7 +47,7 @@ test('against a real Keyward node: validate, devices and deactivate, verified wi
   const key = await call('POST', '/v1/keys', admin, { product_id: product.id, plan: 'node' })
   const { public_key } = await call('GET', '/v1/offline/public-key', token)
 
-  const kw = new Keyward({ baseUrl: url, token, publicKey: public_key, productId: product.id, storage: memoryStorage(), retries: 0 })
+  const kw = new Keyward({ baseUrl: url, token, rootPublicKey: public_key, productId: product.id, storage: memoryStorage(), retries: 0 })
   const ok = await kw.validate({ key: key.key_value, deviceName: 'node 20', appVersion: process.version })
   assert.equal(ok.valid, true)
   assert.equal(ok.plan, 'node')
@@ -57,5 +58,11 @@ test('against a real Keyward node: validate, devices and deactivate, verified wi
   // The same genuine answer checked against another key: refused (no stored answer to stand in).
   const wrongKey = new Keyward({ baseUrl: url, token, publicKey: raw, productId: product.id, storage: memoryStorage(), retries: 0 })
   await assert.rejects(wrongKey.validate({ key: key.key_value }), SignatureError)
+  // A signing key activated: the same app (only the root pinned) verifies its certificate and its answers.
+  const signing = await call('POST', '/v1/signing-keys', admin, {})
+  assert.equal((await call('POST', `/v1/signing-keys/${signing.kid}/activate`, admin, {})).state, 'active')
+  const rotated = await kw.validate()
+  assert.deepEqual([rotated.valid, rotated.offline], [true, false])
+  assert.equal((await kw.signingKeys())?.keys.find((k) => k.kid === signing.kid)?.state, 'active')
   assert.deepEqual(await kw.deactivate(), { deactivated: true, activationsUsed: 0, activationLimit: key.activation_limit })
 })
