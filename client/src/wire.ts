@@ -12,8 +12,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Release a device's slot (reason user; emits activation.deactivated)
-         * @description Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no slot answers 200 deactivated: false, cap reached or not, and so does an unknown key. Rate-limited per account on each node (HOLDER_RATE_PER_SECOND, default 50 a second, bursts of HOLDER_RATE_BURST, default 200, shared by /v1/devices and /v1/deactivate): past it, 429 rate_limited with retry_after and Retry-After in seconds. With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
+         * Release a device's seat (reason user; emits activation.deactivated)
+         * @description Any device of the key may be released (list them with POST /v1/devices). Each release counts toward the key's deactivations_allowed: past it, 409 deactivation_limit and nothing is released. A device holding no seat answers 200 deactivated: false, cap reached or not, and so does an unknown key. Rate-limited per account on each node (HOLDER_RATE_PER_SECOND, default 50 a second, bursts of HOLDER_RATE_BURST, default 200, shared by /v1/devices and /v1/deactivate): past it, 429 rate_limited with retry_after and Retry-After in seconds. With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
          */
         post: operations["postV1Deactivate"];
         delete?: never;
@@ -181,7 +181,7 @@ export interface paths {
         put?: never;
         /**
          * Validate a key for a device (refusals are 200 with valid: false and a reason)
-         * @description Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free slot (new activation), activation_limit, then for a metered key credits_exhausted (balance below `cost`: nothing spent, no activation recorded), else valid (a metered key spends `cost`, default 1). Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
+         * @description Decision, first match wins: not_found, revoked, suspended, expired, entitlements_missing, known device, device_already_used, free seat (new activation), activation_limit, then for a metered key credits_exhausted (balance below `cost`: nothing spent, no activation recorded), else valid (a metered key spends `cost`, default 1). Counts toward the daily validate limit (429 past it). A new activation needs Postgres (503 while it is unreachable). With Keyward-Nonce the answer is signed (Keyward-Signature). CORS: callable from any origin.
          */
         post: operations["postV1Validate"];
         delete?: never;
@@ -266,7 +266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -470,7 +470,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's slots is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
             409: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -565,7 +565,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         activation_limit: number;
-                        /** @description Devices holding a slot now */
+                        /** @description Devices holding a seat now */
                         activations_used: number;
                         /** @description Releases the holder may make over the key's life (null = no cap) */
                         deactivations_allowed: number | null;
@@ -823,7 +823,7 @@ export interface operations {
                 content: {
                     "application/json": {
                         activation_limit: number;
-                        /** @description Devices holding a slot, this one included */
+                        /** @description Devices holding a seat, this one included */
                         activations_used: number;
                         /** @description Metered key: its balance after this call's cost, as this node knows it (other nodes' spending shows within about 2 s); null = unmetered */
                         credits_remaining: number | null;
