@@ -1,4 +1,4 @@
-// Operator routes of API-2 §9: list and search accounts with their usage, issue an API key to an
+// Operator routes of docs/api.md, "API keys": list and search accounts with their usage, issue an API key to an
 // existing account (recovery). Both only with ADMIN_TOKEN, like every /admin route.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, newKey, newProduct, startHarness, type Harness } from '../support/harness'

@@ -1,4 +1,4 @@
-// Inactivity release (API-2 §2): activations idle for their key's release_after_seconds are
+// Inactivity release (docs/api.md, "License keys"): activations idle for their key's release_after_seconds are
 // deactivated with reason `inactive`, once, with one activation.deactivated event each, and the slot
 // is free for the next device. Time passes by moving last_validated_at back in SQL (60 s is the
 // smallest release_after_seconds the API takes). The node's own background jobs are slowed down here

@@ -1,4 +1,4 @@
-// API-2 §9: an account's last full_access API key cannot be deleted through /v1/api-keys (409
+// docs/api.md, "API keys": an account's last full_access API key cannot be deleted through /v1/api-keys (409
 // last_full_access_key), also when two deletes race for the last two; rotating it is fine.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import { AppError } from '../../src/core/errors'

@@ -1,5 +1,5 @@
 // `bun test/bench/signed-validate.ts`: throughput of signed POST /v1/validate (Keyward-Nonce → one
-// Ed25519 signature per answer, API-2 §4) against unsigned validate, on the same node process, in the
+// Ed25519 signature per answer, docs/api.md, "Signed answers") against unsigned validate, on the same node process, in the
 // same run: interleaved rounds, medians, and the median of the per-round ratios (target >= 0.6x).
 // Prints figures; asserts nothing.
 //

@@ -6,6 +6,8 @@
 //   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres bun run bench:variants
 //   BENCH_VARIANTS='{"default":{},"small cache":{"CACHE_MAX_KEYS":"10000"}}' BENCH_ROUNDS=5 bun run bench:variants
 //   A variant's ROOT runs the node of another checkout (e.g. a `git worktree` of an older commit).
+//   BENCH_NONCE=bench-nonce-0123456789abcdef_XYZ: signed validate (e.g. before/after a change to signing);
+//   BENCH_SIGNING_KEY=1 with it: signed by an active signing key (answers carry its certificate), not the root.
 //
 // A program, not a test: it prints figures and asserts nothing.
 import { spawn, spawnSync } from 'bun'
@@ -19,6 +21,9 @@ import { freePort, waitFor } from './servers'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4)
+/** A Keyward-Nonce every request carries (the server keeps no nonce state: as costly as a fresh one each time). */
+const NONCE = process.env.BENCH_NONCE ?? ''
+
 const VARIANTS: Record<string, Record<string, string>> = JSON.parse(
   process.env.BENCH_VARIANTS ?? '{"default":{},"background jobs idle":{"FLUSH_INTERVAL_MS":"600000","SWEEP_INTERVAL_MS":"600000"},"no access log":{"LOG_LEVEL":"warn"}}',
 )
@@ -76,7 +81,9 @@ try {
   for (let round = 0; round <= ROUNDS; round++) { // round 0 warms up (JIT, pools) and is not counted
     for (const [i, s] of servers.entries()) {
       writeFileSync(script, `wrk.method = "POST"\nwrk.body = ${JSON.stringify(s.key.body)}\nwrk.headers["Content-Type"] = "application/json"\n` +
-        `wrk.headers["Authorization"] = "Bearer ${s.key.token}"\n`)
+        `wrk.headers["Authorization"] = "Bearer ${s.key.token}"\n` +
+        // BENCH_NONCE: signed validate (one Ed25519 signature per answer) on the nodes; the strict endpoint ignores it
+        (NONCE ? `wrk.headers["Keyward-Nonce"] = ${JSON.stringify(NONCE)}\n` : ''))
       const before = threadCpu(s.pid)
       const out = spawnSync(['wrk', '-t2', '-c50', `-d${SECONDS}s`, '--latency', '-s', script, `${s.url}/v1/validate`]).stdout.toString()
       if (round === 0) continue

@@ -1,5 +1,5 @@
 // The client against a real Keyward node (embedded database, started by the test): offline licenses
-// the node issues verify (and every check of API-2 §12 refuses what it must), problem+json answers
+// the node issues verify (and every check of docs/api.md, "Offline licenses" refuses what it must), problem+json answers
 // become typed errors, and the fingerprint is stable and salted with the product id.
 import { createHash } from 'node:crypto'
 import { existsSync, readFileSync } from 'node:fs'

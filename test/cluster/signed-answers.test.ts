@@ -1,4 +1,4 @@
-// Three real node processes: signed answers (API-2 §4) and CORS (§5) are the same on every node. An
+// Three real node processes: signed answers (docs/api.md, "Signed answers") and CORS (§5) are the same on every node. An
 // account whose signing key does not exist yet (one that predates offline licenses) gets one key, even
 // when its first signed calls reach three nodes at once; every node's answers verify with the key that
 // any node publishes. Verified with node:crypto alone, as an app would.

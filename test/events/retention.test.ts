@@ -1,4 +1,4 @@
-// Retention (API-2 §8): old events, finished deliveries and attempt logs go; pending deliveries (and
+// Retention (docs/operations.md, "Retention"): old events, finished deliveries and attempt logs go; pending deliveries (and
 // what they need) stay; nothing else is touched. Rows are aged directly in SQL, then the job runs.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
 import postgres from 'postgres'

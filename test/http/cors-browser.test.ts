@@ -1,4 +1,4 @@
-// CORS as a browser enforces it (API-2 §5): a page served from another origin (a second local server)
+// CORS as a browser enforces it (docs/api.md, "CORS"): a page served from another origin (a second local server)
 // calls POST /v1/validate with a Keyward-Nonce through fetch, which needs a preflight (Authorization,
 // Keyward-Nonce), and reads Keyward-Signature from the answer; the signature verifies with node:crypto
 // and the key the page itself fetched from GET /v1/offline/public-key. The same page calling an admin

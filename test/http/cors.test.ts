@@ -1,4 +1,4 @@
-// CORS on exactly the five client routes (API-2 §5, §13): the preflight, and the two headers on every
+// CORS on exactly the five client routes (docs/api.md, "CORS"): the preflight, and the two headers on every
 // answer of those routes (errors and 401 included, with or without Origin); none anywhere else.
 import { beforeAll, describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, useHarness } from '../support/harness'

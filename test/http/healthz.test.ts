@@ -1,4 +1,4 @@
-// Liveness answers 200 whatever its query string (API-2 §11): a probe may append anything.
+// Liveness answers 200 whatever its query string (docs/api.md, "Operations"): a probe may append anything.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { startHarness, type Harness } from '../support/harness'
 

@@ -1,4 +1,4 @@
-// The signed routes are documented as such (API-2 §11): Keyward-Nonce as a request header, and
+// The signed routes are documented as such (docs/api.md, "Operations"): Keyward-Nonce as a request header, and
 // Keyward-Signature on every answer that can be signed (problems included, 401 excepted); no other
 // operation mentions either.
 import { beforeAll, expect, test } from 'bun:test'

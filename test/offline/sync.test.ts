@@ -155,7 +155,7 @@ describe('sync requests', () => {
     }
   })
 
-  test('a body over 256 KiB (this route\'s limit, API-2 §12) is 413', async () => {
+  test('a body over 256 KiB (this route\'s limit, docs/api.md, "Offline licenses") is 413', async () => {
     const res = await sync(['x'.repeat(257 * 1024)])
     expect(res.status).toBe(413)
     expect(res.body.code).toBe('payload_too_large')

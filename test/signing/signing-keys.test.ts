@@ -87,7 +87,7 @@ describe('create', () => {
     expect(keySetVerifies(a.root, set)).toBe(true)
     expect(keySetVerifies(a.root, { ...set, keys: set.keys.slice(1) })).toBe(false)
     const listed = set.keys.find((x: any) => x.kid === k.kid)
-    expect(listed).toEqual({ kid: k.kid, public_key: k.public_key, state: 'pending', certificate: k.certificate, created_at: k.created_at, activated_at: null, revoked_at: null })
+    expect(listed).toEqual({ kid: k.kid, public_key: k.public_key, state: 'pending', certificate: k.certificate, created_at: k.created_at, activate_at: null, activated_at: null, revoked_at: null })
     // the apps' door answers the same body
     const forApps = await keySet(a, '/v1/offline/keys')
     expect(keySetVerifies(a.root, forApps)).toBe(true)
@@ -228,12 +228,14 @@ describe('scheduled activation', () => {
     const at = new Date(Date.now() + 1500)
     const k = (await create(b, { activate_at: at.toISOString() })).body
     expect(k).toMatchObject({ state: 'pending', activate_at: at.toISOString() })
+    // the key set shows the schedule (the console reads it there)
+    expect((await keySet(b)).keys.find((x: any) => x.kid === k.kid)).toMatchObject({ state: 'pending', activate_at: at.toISOString() })
     expect(await signedValidate(b)).toBe(b.rootKid)
     while (Date.now() <= at.getTime()) await Bun.sleep(50)
     // no sweep has run: the node computes it from the time alone
     expect(await signedValidate(b)).toBe(k.kid)
     const listed = (await keySet(b)).keys.find((x: any) => x.kid === k.kid)
-    expect(listed).toMatchObject({ state: 'active', activated_at: at.toISOString() })
+    expect(listed).toMatchObject({ state: 'active', activate_at: null, activated_at: at.toISOString() })
 
     expect(await activateDueKeys(h.node.deps)).toBeGreaterThanOrEqual(1)
     expect(await activateDueKeys(h.node.deps)).toBe(0)

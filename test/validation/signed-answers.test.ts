@@ -1,4 +1,4 @@
-// Signed answers (API-2 §4, §13; the format: docs/api.md, "Signed answers"): with a Keyward-Nonce,
+// Signed answers (docs/api.md, "Signed answers" and "CORS"; the format: docs/api.md, "Signed answers"): with a Keyward-Nonce,
 // validate (both doors), deactivate and devices answer with Keyward-Signature over "keyward-answer/v3\n" + kid + "\n"
 // + path + "\n" + nonce + "\n" + t + "\n" + the SHA-256 of the exact request body + "\n" + the exact
 // response body, refusals and problems included. Verified here the way an app would: node:crypto alone,

@@ -2,7 +2,7 @@ import { EVENT_TYPES } from '../../src/modules/events/outbox'
 import type { Client } from '../support/harness'
 
 /**
- * The types these tests subscribe to: every type but the audit ones API-2 §13 added for changes to
+ * The types these tests subscribe to: every type but the audit ones docs/api.md, "CORS" added for changes to
  * products, API keys and webhooks themselves, so a webhook receives only what a test does to keys,
  * products and activations (creating a webhook no longer floods the others with webhook.created).
  */
