@@ -2,7 +2,7 @@ import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import { KEY_SETTINGS, overridesOf, type OwnSettings, type SettingValues } from '../../core/key-settings'
-import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
+import { effectivePlan, effectiveSettings, joinPolicy, settingAssignments, settingColumns } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
 import type { Key, KeyStatus } from './model'
@@ -150,8 +150,7 @@ export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ acc
 
 /** What a key stores of its settings: its own values (see KeySettings), and its policy. */
 export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policy_id: string | null }> {
-  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, plan, activation_limit, metadata,
-      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id
+  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, ${settingColumns(tx, OWN)}, metadata, policy_id
     from license_keys where id = ${id}`
   return r!
 }
@@ -237,10 +236,8 @@ export interface KeySettings extends OwnSettings {
  * release_after_seconds (the inactivity job's index needs it on the activation row): see copyReleaseAfter.
  */
 export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
-  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activation_limit},
-      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.release_after_seconds},
-      deactivations_allowed = ${s.deactivations_allowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
-      grace_seconds = ${s.grace_seconds}, after_expiry = ${s.after_expiry}, own_fields = ${s.own_fields}, updated_at = now()
+  await tx`update license_keys set ${settingAssignments(tx, s, OWN)},
+      metadata = ${tx.json(s.metadata as JSONValue)}, own_fields = ${s.own_fields}, updated_at = now()
     where id = ${id}`
 }
 
