@@ -2,7 +2,7 @@ import type { JSONValue } from 'postgres'
 import type { Sql, Tx } from '../../infra/db'
 import { iso } from '../../core/values'
 import { KEY_SETTINGS, overridesOf, type OwnSettings, type SettingValues } from '../../core/key-settings'
-import { effectivePlan, effectiveSettings, joinPolicy } from '../policies/repo'
+import { effectivePlan, effectiveSettings, joinPolicy, settingAssignments, settingColumns, settingParams } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
 import type { Key, KeyStatus } from './model'
@@ -33,7 +33,7 @@ type Row = CreditsColumns &
   }
 
 /** The settings a key may set itself (core/key-settings.ts): its own values are read as own_<field>. */
-const OWN = KEY_SETTINGS.filter((s) => s.inherit !== 'policy')
+export const OWN = KEY_SETTINGS.filter((s) => s.inherit !== 'policy')
 
 /** The key's own columns, in the shape core/key-settings.ts reads. */
 const ownOf = (r: Row): OwnSettings => {
@@ -101,17 +101,11 @@ export async function insertKey(
     productId: string
     keyHash: string
     keyPrefix: string
-    plan: string | null
-    activationLimit: number
+    /** its own value of each setting it may set (core/key-settings.ts); entitlements checked by checkEntitlements */
+    own: Omit<OwnSettings, 'own_fields'>
     expiresAt: Date | null
     /** a JSON object (checked by checkMetadata) */
     metadata: Record<string, unknown>
-    releaseAfterSeconds: number | null
-    deactivationsAllowed: number | null
-    /** the key's own map (checked by checkEntitlements) */
-    entitlements: Record<string, unknown>
-    graceSeconds: number | null
-    afterExpiry: 'refuse' | 'keep' | null
     policyId: string | null
     /** with a policy: which of plan, activation_limit, release_after_seconds, deactivations_allowed the key sets */
     ownFields: string[]
@@ -124,12 +118,10 @@ export async function insertKey(
     externalId?: string | null
   },
 ): Promise<Key> {
-  await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, plan, activation_limit, expires_at, metadata,
-      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at,
-      pending_duration, credits_remaining, credits_refill, credits_since, external_id)
-    values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${k.plan}, ${k.activationLimit},
-            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.releaseAfterSeconds}, ${k.deactivationsAllowed},
-            ${tx.json(k.entitlements as JSONValue)}, ${k.graceSeconds}, ${k.afterExpiry}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
+  await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, ${settingColumns(tx, OWN)}, expires_at, metadata,
+      policy_id, own_fields, created_at, pending_duration, credits_remaining, credits_refill, credits_since, external_id)
+    values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${settingParams(tx, k.own, OWN)},
+            ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
             ${k.pendingDuration}, ${k.credits?.remaining ?? null},
             ${k.credits?.refill ? tx.json(k.credits.refill as unknown as JSONValue) : null}, ${k.credits ? k.createdAt : null},
             ${k.externalId ?? null})`
@@ -150,8 +142,7 @@ export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ acc
 
 /** What a key stores of its settings: its own values (see KeySettings), and its policy. */
 export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policy_id: string | null }> {
-  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, plan, activation_limit, metadata,
-      release_after_seconds, deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id
+  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, ${settingColumns(tx, OWN)}, metadata, policy_id
     from license_keys where id = ${id}`
   return r!
 }
@@ -237,10 +228,8 @@ export interface KeySettings extends OwnSettings {
  * release_after_seconds (the inactivity job's index needs it on the activation row): see copyReleaseAfter.
  */
 export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
-  await tx`update license_keys set plan = ${s.plan}, activation_limit = ${s.activation_limit},
-      metadata = ${tx.json(s.metadata as JSONValue)}, release_after_seconds = ${s.release_after_seconds},
-      deactivations_allowed = ${s.deactivations_allowed}, entitlements = ${tx.json(s.entitlements as JSONValue)},
-      grace_seconds = ${s.grace_seconds}, after_expiry = ${s.after_expiry}, own_fields = ${s.own_fields}, updated_at = now()
+  await tx`update license_keys set ${settingAssignments(tx, s, OWN)},
+      metadata = ${tx.json(s.metadata as JSONValue)}, own_fields = ${s.own_fields}, updated_at = now()
     where id = ${id}`
 }
 

@@ -4,7 +4,7 @@ import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../..
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkEntitlements } from '../../core/entitlements'
-import { FLAGGED } from '../../core/key-settings'
+import { FLAGGED, type OwnSettings } from '../../core/key-settings'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
 import { byApiKey, emit, type Actor } from '../events/outbox'
@@ -105,15 +105,10 @@ export async function createKeyIn(
       productId: productId!,
       keyHash,
       keyPrefix: keyValue.slice(0, 5),
-      plan: input.plan ?? null,
-      activationLimit: terms.activationLimit,
+      // each setting as given (null: not set), the limit as the terms decided, the map as checked
+      own: { ...ownGiven(input), activation_limit: terms.activationLimit, entitlements: entitlements as OwnSettings['entitlements'] },
       expiresAt: terms.expiresAt,
       metadata,
-      releaseAfterSeconds: input.release_after_seconds ?? null,
-      deactivationsAllowed: input.deactivations_allowed ?? null,
-      entitlements,
-      graceSeconds: input.grace_seconds ?? null,
-      afterExpiry: input.after_expiry ?? null,
       policyId,
       ownFields: terms.ownFields,
       createdAt,
@@ -259,4 +254,11 @@ export async function reissueKey(deps: Deps, who: Principal, id: string): Promis
   const done = await change(deps, who, id, { kind: 'reissue', keyHash, keyPrefix: keyValue.slice(0, 5) })
   await deps.bus.publish({ kind: 'keys', keyHashes: [done.keyHash, keyHash] })
   return { ...done.key, key_value: keyValue }
+}
+
+/** The key's own value of each setting it may set, as the create body gives it (null: not given). */
+function ownGiven(input: CreateKeyBody): Omit<OwnSettings, 'own_fields'> {
+  const own: Record<string, unknown> = {}
+  for (const s of repo.OWN) own[s.field] = (input as Record<string, unknown>)[s.field] ?? null
+  return own as Omit<OwnSettings, 'own_fields'>
 }

@@ -9,10 +9,28 @@ type Row = Omit<Policy, 'created_at' | 'updated_at'> & { created_at: Date; updat
 
 const toPolicy = (r: Row): Policy => ({ ...r, created_at: iso(r.created_at)!, updated_at: iso(r.updated_at)! })
 
-const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, p.plan, p.activation_limit, p.duration, p.expiry_basis,
-  p.one_key_per_device, p.grace_seconds,
-  p.after_expiry, p.release_after_seconds, p.deactivations_allowed, p.entitlements, p.credits, p.metadata,
-  (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
+type Setting = (typeof KEY_SETTINGS)[number]
+
+/** Fragments joined by commas. */
+const commaList = (sql: Sql | Tx, parts: ReturnType<Sql>[]) => parts.slice(1).reduce((all, part) => sql`${all}, ${part}`, parts[0]!)
+
+/** Each setting's column of `settings` (core/key-settings.ts), `p.` (or another prefix) before it: a select list. */
+export const settingColumns = (sql: Sql | Tx, settings: readonly Setting[] = KEY_SETTINGS, prefix = '') =>
+  commaList(sql, settings.map((s) => (prefix ? sql`${sql(prefix)}.${sql(s.column)}` : sql`${sql(s.column)}`)))
+
+/** A setting's value as a parameter: the map as jsonb. */
+const param = (sql: Sql | Tx, s: Setting, value: unknown) => (s.inherit === 'merged' ? sql.json(value as JSONValue) : (value as string | number | boolean | null))
+
+/** The values of `settings` in `values` (by field), in the order of settingColumns: an insert's values. */
+export const settingParams = (sql: Sql | Tx, values: object, settings: readonly Setting[] = KEY_SETTINGS) =>
+  commaList(sql, settings.map((s) => sql`${param(sql, s, (values as Record<string, unknown>)[s.field])}`))
+
+/** `column = value` for each of `settings`: an update's set list. */
+export const settingAssignments = (sql: Sql | Tx, values: object, settings: readonly Setting[] = KEY_SETTINGS) =>
+  commaList(sql, settings.map((s) => sql`${sql(s.column)} = ${param(sql, s, (values as Record<string, unknown>)[s.field])}`))
+
+const columns = (sql: Sql | Tx) => sql`p.id, p.product_id, p.name, ${settingColumns(sql, KEY_SETTINGS, 'p')}, p.duration, p.expiry_basis,
+  p.credits, p.metadata, (select count(*)::int from license_keys k where k.policy_id = p.id) as keys, p.created_at, p.updated_at`
 
 /**
  * The settings a policy gives its keys (what validate and the key object merge): the inherited ones of
@@ -31,11 +49,8 @@ export interface PolicyWrite extends PolicySettings {
 }
 
 export async function insertPolicy(tx: Tx, p: PolicyWrite & { id: string; accountId: string; productId: string }): Promise<Policy> {
-  await tx`insert into policies (id, account_id, product_id, name, plan, activation_limit, duration, expiry_basis, one_key_per_device,
-      grace_seconds, after_expiry, release_after_seconds, deactivations_allowed, entitlements, credits, metadata)
-    values (${p.id}, ${p.accountId}, ${p.productId}, ${p.name}, ${p.plan}, ${p.activation_limit}, ${p.duration}, ${p.expiry_basis},
-      ${p.one_key_per_device}, ${p.grace_seconds},
-      ${p.after_expiry}, ${p.release_after_seconds}, ${p.deactivations_allowed}, ${tx.json(p.entitlements as JSONValue)},
+  await tx`insert into policies (id, account_id, product_id, name, ${settingColumns(tx)}, duration, expiry_basis, credits, metadata)
+    values (${p.id}, ${p.accountId}, ${p.productId}, ${p.name}, ${settingParams(tx, p)}, ${p.duration}, ${p.expiry_basis},
       ${p.credits ? tx.json(p.credits as unknown as JSONValue) : null}, ${tx.json(p.metadata as JSONValue)})`
   return (await findPolicy(tx, p.accountId, p.id))!
 }
@@ -50,8 +65,8 @@ export async function findPolicy(sql: Sql | Tx, accountId: string, id: string): 
  * every key of the policy, so an edit's cost does not grow with the keys it governs.
  */
 export async function findPolicyWrite(tx: Tx, id: string): Promise<PolicyWrite | null> {
-  const [row] = await tx<PolicyWrite[]>`select name, plan, activation_limit, duration, expiry_basis, one_key_per_device, grace_seconds,
-      after_expiry, release_after_seconds, deactivations_allowed, entitlements, credits, metadata from policies where id = ${id}`
+  const [row] = await tx<PolicyWrite[]>`select name, ${settingColumns(tx)}, duration, expiry_basis, credits, metadata
+    from policies where id = ${id}`
   return row ?? null
 }
 
@@ -72,10 +87,7 @@ export async function listPolicies(sql: Sql, accountId: string, productId: strin
 }
 
 export async function updatePolicy(tx: Tx, id: string, p: PolicyWrite): Promise<void> {
-  await tx`update policies set name = ${p.name}, plan = ${p.plan}, activation_limit = ${p.activation_limit}, duration = ${p.duration},
-      expiry_basis = ${p.expiry_basis}, one_key_per_device = ${p.one_key_per_device},
-      grace_seconds = ${p.grace_seconds}, after_expiry = ${p.after_expiry}, release_after_seconds = ${p.release_after_seconds},
-      deactivations_allowed = ${p.deactivations_allowed}, entitlements = ${tx.json(p.entitlements as JSONValue)},
+  await tx`update policies set name = ${p.name}, ${settingAssignments(tx, p)}, duration = ${p.duration}, expiry_basis = ${p.expiry_basis},
       credits = ${p.credits ? tx.json(p.credits as unknown as JSONValue) : null}, metadata = ${tx.json(p.metadata as JSONValue)}, updated_at = now()
     where id = ${id}`
 }
@@ -102,8 +114,7 @@ export async function deletePolicy(tx: Tx, id: string): Promise<void> {
 
 /** The settings of one policy, any account (validate's policy cache). */
 export async function loadPolicySettings(sql: Sql, id: string): Promise<PolicySettings | null> {
-  const [row] = await sql<PolicySettings[]>`select plan, activation_limit, duration, expiry_basis, one_key_per_device, grace_seconds, after_expiry,
-      release_after_seconds, deactivations_allowed, entitlements from policies where id = ${id}`
+  const [row] = await sql<PolicySettings[]>`select ${settingColumns(sql)}, duration, expiry_basis from policies where id = ${id}`
   return row ?? null
 }
 
