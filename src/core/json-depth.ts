@@ -11,6 +11,16 @@
  */
 export const MAX_JSON_DEPTH = 32
 
+/** The index after the JSON string that opens at `i` (a quote; a backslash escapes the next character), or -1 if it never closes. */
+export function stringEnd(text: string, i: number): number {
+  for (i++; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (c === 0x5c) i++
+    else if (c === 0x22) return i + 1
+  }
+  return -1
+}
+
 /**
  * Whether a JSON text nests objects and arrays more than `max` levels deep: one pass that counts the
  * brackets outside strings, linear in the text and allocation-free. Meant to run before JSON.parse;
@@ -22,12 +32,9 @@ export function nestsDeeperThan(text: string, max = MAX_JSON_DEPTH): boolean {
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
-      // a string: skip to its closing quote (a backslash escapes the next character)
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i)
-        if (d === 0x5c) i++
-        else if (d === 0x22) break
-      }
+      // a string: skip to its closing quote (an unclosed one ends the text)
+      i = stringEnd(text, i) - 1
+      if (i < 0) return false
     } else if (c === 0x7b || c === 0x5b) {
       if (++depth > max) return true
     } else if (c === 0x7d || c === 0x5d) depth--
@@ -56,11 +63,8 @@ export function tooWide(text: string, maxValues = MAX_ROW_VALUES, maxMembers = M
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i)
     if (c === 0x22) {
-      for (i++; i < n; i++) {
-        const d = text.charCodeAt(i)
-        if (d === 0x5c) i++
-        else if (d === 0x22) break
-      }
+      i = stringEnd(text, i) - 1
+      if (i < 0) return null
     } else if (c === 0x7b || c === 0x5b) {
       if (++depth > MAX_JSON_DEPTH + 1) return null // nestsDeeperThan's to refuse
       isObject[depth] = c === 0x7b ? 1 : 0

@@ -7,7 +7,7 @@
 // like unknown fields everywhere, but must still be JSON, and hold at most OTHER_FIELDS_BYTES
 // (docs/api.md, "Import and export").
 import { invalid } from '../../core/errors'
-import { MAX_JSON_DEPTH, nestsDeeperThan } from '../../core/json-depth'
+import { MAX_JSON_DEPTH, nestsDeeperThan, stringEnd } from '../../core/json-depth'
 import { notJson, tooDeep } from '../../http/kernel'
 
 /** How much text is scanned between two turns of the event loop (≈1-2 ms of work). */
@@ -25,16 +25,6 @@ const ENDS_PRIMITIVE = new Set([0x2c, 0x5d, 0x7d, 0x20, 0x09, 0x0a, 0x0d])
 function skipSpace(text: string, i: number): number {
   while (i < text.length && WS.has(text.charCodeAt(i))) i++
   return i
-}
-
-/** The index after the string starting at `i` (a quote), or -1 when it never closes. */
-function stringEnd(text: string, i: number): number {
-  for (i++; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    if (c === 0x5c) i++
-    else if (c === 0x22) return i + 1
-  }
-  return -1
 }
 
 /**
