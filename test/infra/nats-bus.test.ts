@@ -91,7 +91,8 @@ describe.if(cluster)('NatsBus on real NATS', () => {
     const t0 = performance.now()
     await a.publish({ kind: 'api_key', tokenHash: 'x' })
     console.log(`publish with a silent member returned after ${(performance.now() - t0).toFixed(0)} ms (trust window 300 ms)`)
-    expect(await ackTimeouts()).toBe(before + 1) // waited out, not acked
+    // waited out, not acked (the counter is the process's: another file's bus may add its own meanwhile)
+    expect(await ackTimeouts()).toBeGreaterThanOrEqual(before + 1)
     await db.sql`delete from cluster_nodes where id = 'ghost'`
     await a.close()
   })
