@@ -1,7 +1,7 @@
 // NatsBus against the real NATS server: acks from every live member, membership from Postgres (the one
 // list writers wait for), resync after a cut connection, and the change sequence catching a message
 // that never arrived.
-import { afterAll, beforeAll, describe, expect, test } from 'bun:test'
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'bun:test'
 import type { BusMessage } from '../../src/infra/bus'
 import { beat, liveNodes } from '../../src/infra/cluster-nodes'
 import type { Db } from '../../src/infra/db'
@@ -46,6 +46,12 @@ describe.if(cluster)('NatsBus on real NATS', () => {
     await migrate(db.sql)
     const u = new URL(natsUrl!)
     proxy = await startTcpProxy(u.hostname, Number(u.port || 4222))
+  })
+  // Each test starts with no member left by the one before (a bus a test did not close, or a goodbye
+  // that did not reach Postgres in time on a busy machine): the membership is what these tests count.
+  beforeEach(async () => {
+    for (const b of buses.splice(0)) await b.close()
+    await db.sql`delete from cluster_nodes`
   })
   afterAll(async () => {
     for (const b of buses) await b.close()
