@@ -94,17 +94,22 @@ export function LoadError({ problem, what }: { problem: Problem; what: string })
   return html`<p class="alert" role="alert">${problem.detail}</p>`
 }
 
-export function Secret({ label, value, note }: { label: string; value: string; note?: string }) {
+/** Copies `value` to the clipboard ("Copied" once done); where the page may not, `select` selects it for the user to copy. */
+function useCopy(value: string, select: () => void): { copied: boolean; copy: () => Promise<void> } {
   const [copied, setCopied] = useState(false)
   const copy = async () => {
     try {
       await navigator.clipboard.writeText(value)
       setCopied(true)
     } catch {
-      const el = document.getElementById('secret-value') as HTMLInputElement | null
-      el?.select()
+      select()
     }
   }
+  return { copied, copy }
+}
+
+export function Secret({ label, value, note }: { label: string; value: string; note?: string }) {
+  const { copied, copy } = useCopy(value, () => (document.getElementById('secret-value') as HTMLInputElement | null)?.select())
   return html`<div class="secret panel" role="status">
     <label for="secret-value">${label}</label>
     <div class="secret-row">
@@ -117,16 +122,10 @@ export function Secret({ label, value, note }: { label: string; value: string; n
 
 /** A value to paste elsewhere (not a secret: it stays on the page), whole and wrapping, with a copy button. */
 export function Copyable({ label, id, value, note }: { label: string; id: string; value: string; note?: ComponentChildren }) {
-  const [copied, setCopied] = useState(false)
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(value)
-      setCopied(true)
-    } catch {
-      const el = document.getElementById(id)
-      if (el) getSelection()?.selectAllChildren(el)
-    }
-  }
+  const { copied, copy } = useCopy(value, () => {
+    const el = document.getElementById(id)
+    if (el) getSelection()?.selectAllChildren(el)
+  })
   return html`<div class="copyable">
     <span class="label" id=${id + '-label'}>${label}</span>
     <div class="copy-row">
