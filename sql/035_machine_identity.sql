@@ -1,0 +1,23 @@
+-- Machine identity (docs/integrating.md, "Identifying machines"). A device may send `components`
+-- ({name: sha256 hex}, 1..16); the key's `component_match` rule (inherited from its policy like the
+-- other settings, core/key-settings.ts) says whether the components sent match an activation's.
+--
+-- - activations.components: the latest set sent for the activation's fingerprint (null: never sent).
+--   With a rule on, a new fingerprint whose components match an activation's takes that activation
+--   over (a rebind: same id, same seat); the fingerprints it replaced are remembered, newest first,
+--   at most 8 (core/component-match.ts), and are refused from then on.
+-- - activations.components_changed_at: when the stored set last changed (shown per device).
+-- - component_match on keys and policies: null = inherit (the key) / default `off` (the policy).
+alter table activations
+  add column components jsonb,
+  add column components_changed_at timestamptz,
+  add column replaced_fingerprints text[] not null default '{}';
+
+alter table license_keys
+  add column component_match text check (component_match in ('off', 'any', 'two', 'most', 'all'));
+
+alter table policies
+  add column component_match text check (component_match in ('off', 'any', 'two', 'most', 'all'));
+
+-- A replaced fingerprint is refused for its key: found by (key, fingerprint) among active activations.
+create index activations_replaced on activations using gin (replaced_fingerprints) where status = 'active';
