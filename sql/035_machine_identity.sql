@@ -21,3 +21,10 @@ alter table policies
 
 -- A replaced fingerprint is refused for its key: found by (key, fingerprint) among active activations.
 create index activations_replaced on activations using gin (replaced_fingerprints) where status = 'active';
+
+-- A policy always states its rule (as its other settings do): existing policies say `off`.
+update policies set component_match = 'off' where component_match is null;
+alter table policies alter column component_match set default 'off', alter column component_match set not null;
+
+-- A rebind looks for the key's active activations that have components (under the key row lock).
+create index activations_key_components on activations (key_id) where status = 'active' and components is not null;

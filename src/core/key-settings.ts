@@ -4,6 +4,7 @@
 // table, the key object's `overrides`, PATCH's `reset`, create and import read it, and the console's
 // inherited-field lists too (this file imports only core/). Adding a setting: a row here, its type in
 // SettingValues/OwnSettings, the model (TypeBox) and the logic that uses it. docs/architecture.md.
+import type { ComponentMatch } from './component-match'
 import { mergeEntitlements, type Entitlements, type OwnEntitlements } from './entitlements'
 
 /**
@@ -26,6 +27,8 @@ export interface SettingValues {
   after_expiry: 'refuse' | 'keep'
   entitlements: Entitlements
   one_key_per_device: boolean
+  /** machine identity: how the components sent must match a device's (core/component-match.ts) */
+  component_match: ComponentMatch
 }
 
 export type SettingField = keyof SettingValues
@@ -46,6 +49,7 @@ export const KEY_SETTINGS = [
   { field: 'after_expiry', column: 'after_expiry', default: 'refuse', inherit: 'nullable' },
   { field: 'entitlements', column: 'entitlements', default: {}, inherit: 'merged' },
   { field: 'one_key_per_device', column: 'one_key_per_device', default: false, inherit: 'policy' },
+  { field: 'component_match', column: 'component_match', default: 'off', inherit: 'nullable' },
 ] as const satisfies readonly { [F in SettingField]: Spec<F> }[SettingField][]
 
 // Compile-time: every field of SettingValues has a row (a row without a type fails above).
@@ -75,6 +79,7 @@ export interface OwnSettings {
   grace_seconds: number | null
   after_expiry: 'refuse' | 'keep' | null
   entitlements: OwnEntitlements
+  component_match: ComponentMatch | null
 }
 
 /** The values a policy gives (null: the key has none). */
@@ -92,7 +97,7 @@ function inherited(s: Row, own: OwnSettings, policy: PolicyValues | null): unkno
     case 'flagged':
       return policy === null || own.own_fields.includes(s.field) ? own[s.field as FlaggedField] : policy[s.field]
     case 'nullable':
-      return own[s.field as 'grace_seconds' | 'after_expiry'] ?? policy?.[s.field] ?? s.default
+      return own[s.field as 'grace_seconds' | 'after_expiry' | 'component_match'] ?? policy?.[s.field] ?? s.default
     case 'merged':
       return mergeEntitlements(policy?.entitlements ?? null, own.entitlements)
     case 'policy':

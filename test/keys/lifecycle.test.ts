@@ -31,6 +31,7 @@ function key(over: Partial<Key> = {}): Key {
     entitlements: {},
     grace_seconds: 0,
     after_expiry: 'refuse',
+    component_match: 'off',
     policy_id: null,
     expiry_pending: false,
     external_id: null,
@@ -145,6 +146,7 @@ describe('patch', () => {
     entitlements: {},
     grace_seconds: null,
     after_expiry: null,
+    component_match: null,
     policy_id: policyId,
     ...over,
   })

@@ -21,6 +21,7 @@ const POLICY = {
   after_expiry: 'keep',
   entitlements: { export: true, seats: 5, tier: 'gold' },
   one_key_per_device: true,
+  component_match: 'most',
 } as const satisfies PolicyValues
 
 const OWN_ALL = {
@@ -31,6 +32,7 @@ const OWN_ALL = {
   grace_seconds: 0,
   after_expiry: 'refuse',
   entitlements: { seats: 9, beta: true },
+  component_match: 'two',
 } as const
 
 async function sqlMerge(keyId: string) {
@@ -41,7 +43,7 @@ async function sqlMerge(keyId: string) {
 
 async function ownOf(keyId: string): Promise<OwnSettings> {
   const [row] = await h.node.deps.sql<OwnSettings[]>`select own_fields, plan, activation_limit, release_after_seconds, deactivations_allowed,
-      grace_seconds, after_expiry, entitlements from license_keys where id = ${keyId}`
+      grace_seconds, after_expiry, entitlements, component_match from license_keys where id = ${keyId}`
   return row!
 }
 
@@ -89,7 +91,7 @@ describe('key settings: the table, effective() and the SQL agree', () => {
     const product = await newProduct(h.call, token)
     const pol = await h.call('POST', '/v1/policies', { token, body: { product_id: product.id, name: 'Team', ...POLICY } })
     const key = await h.call('POST', '/v1/keys', { token, body: { policy_id: pol.body.id, ...OWN_ALL } })
-    const reset = await h.call('PATCH', `/v1/keys/${key.body.id}`, { token, body: { reset: ['activation_limit', 'grace_seconds', 'entitlements'] } })
+    const reset = await h.call('PATCH', `/v1/keys/${key.body.id}`, { token, body: { reset: ['activation_limit', 'grace_seconds', 'entitlements', 'component_match'] } })
     expect(reset.status).toBe(200)
     const own = await ownOf(key.body.id)
     expect(own.own_fields).toEqual(['deactivations_allowed', 'plan', 'release_after_seconds'])
@@ -97,6 +99,7 @@ describe('key settings: the table, effective() and the SQL agree', () => {
     expect(want.activation_limit).toBe(POLICY.activation_limit)
     expect(want.grace_seconds).toBe(POLICY.grace_seconds)
     expect(want.entitlements).toEqual(POLICY.entitlements)
+    expect(want.component_match).toBe(POLICY.component_match)
     expect(await sqlMerge(key.body.id)).toEqual(want as unknown as Record<string, unknown>)
     expect(reset.body.overrides).toEqual(overridesOf(own, true))
   })

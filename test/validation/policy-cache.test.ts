@@ -21,6 +21,7 @@ const settings = (over: Partial<PolicySettings> = {}): PolicySettings => ({
   release_after_seconds: null,
   deactivations_allowed: null,
   entitlements: { seats: 5 },
+  component_match: 'off',
   ...over,
 })
 

@@ -17,7 +17,7 @@ export const CSV_COLUMNS = [
   'id', 'external_id', 'key_hash', 'key_sha256', 'key_prefix', 'product_id', 'product_slug', 'policy_id', 'plan', 'status',
   'activation_limit', 'activations_used', 'expires_at', 'created_at', 'revoked_at', 'revoke_reason', 'suspended_at', 'suspend_reason',
   'suspended_until', 'release_after_seconds', 'deactivations_allowed', 'deactivations_used', 'grace_seconds', 'after_expiry',
-  'expiry_pending', 'metadata', 'entitlements', 'credits', 'overrides',
+  'component_match', 'expiry_pending', 'metadata', 'entitlements', 'credits', 'overrides',
 ] as const
 
 const JSON_CELLS = new Set(['metadata', 'entitlements', 'credits', 'overrides'])

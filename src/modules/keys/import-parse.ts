@@ -33,7 +33,7 @@ export const ROW_FIELDS = [
   'key', 'key_sha256', 'key_hash', 'external_id', 'product_id', 'product_slug', 'policy_id', 'plan', 'activation_limit',
   'expires_at', 'status', 'metadata', 'entitlements', 'credits', 'created_at', 'activations',
   // beyond the contract's row: a key's other settings, as an export writes them
-  'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'revoke_reason', 'suspend_reason',
+  'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'component_match', 'revoke_reason', 'suspend_reason',
   'suspended_until', 'key_prefix', 'overrides',
   // written by an export, read by no import (the new installation makes its own)
   'id', 'activations_used', 'revoked_at', 'suspended_at', 'deactivations_used', 'expiry_pending',

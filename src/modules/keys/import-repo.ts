@@ -1,6 +1,7 @@
 // The SQL of an import: what the account holds (products, policies, external ids, values), and the
 // rows written in three statements whatever their number (keys, activations, hash-only values), each
 // one JSON parameter unpacked by Postgres (a multi-row VALUES would run out of parameters at 10,000 rows).
+import type { ComponentMatch } from '../../core/component-match'
 import type { JSONValue } from 'postgres'
 import type { RefillRule } from '../../core/credits'
 import type { Tx } from '../../infra/db'
@@ -64,6 +65,7 @@ export interface KeyInsert {
   entitlements: Record<string, unknown>
   grace_seconds: number | null
   after_expiry: 'refuse' | 'keep' | null
+  component_match: ComponentMatch | null
   policy_id: string | null
   own_fields: string[]
   created_at: string
@@ -91,17 +93,17 @@ export async function insertKeys(tx: Tx, keys: KeyInsert[]): Promise<void> {
   if (keys.length === 0) return
   await tx`insert into license_keys (id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, updated_at, pending_duration,
+      deactivations_allowed, entitlements, grace_seconds, after_expiry, component_match, policy_id, own_fields, created_at, updated_at, pending_duration,
       credits_remaining, credits_refill, credits_since)
     select id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, now(), pending_duration,
+      deactivations_allowed, entitlements, grace_seconds, after_expiry, component_match, policy_id, own_fields, created_at, now(), pending_duration,
       credits_remaining, credits_refill, credits_since
     from jsonb_to_recordset(${tx.json(keys as unknown as JSONValue)}) as r(id text, account_id text, product_id text, key_hash text,
       portable_hash text, key_prefix text, external_id text, plan text, activation_limit integer, expires_at timestamptz, status text,
       revoked_at timestamptz, revoke_reason text, suspended_at timestamptz, suspend_reason text, suspended_until timestamptz,
       metadata jsonb, release_after_seconds integer, deactivations_allowed integer, entitlements jsonb, grace_seconds integer,
-      after_expiry text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text, credits_remaining bigint,
+      after_expiry text, component_match text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text, credits_remaining bigint,
       credits_refill jsonb, credits_since timestamptz)`
 }
 

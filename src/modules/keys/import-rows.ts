@@ -8,6 +8,7 @@ import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkCredits, type ImportCredits } from '../credits/service'
 import { FLAGGED, type FlaggedField } from '../../core/key-settings'
+import { COMPONENT_MATCH, type ComponentMatch } from '../../core/component-match'
 import { ROW_FIELDS } from './import-parse'
 
 export interface CatalogPolicy {
@@ -58,6 +59,7 @@ export interface CheckedRow {
   deactivationsAllowed: number | null
   graceSeconds: number | null
   afterExpiry: 'refuse' | 'keep' | null
+  componentMatch: ComponentMatch | null
   /** the row's credits (null = unmetered); undefined when it gives none: its policy's apply, as on create */
   credits: ImportCredits | null | undefined
   /** with a policy: the settings the row sets itself (an export's `overrides` names them) */
@@ -168,6 +170,12 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
     if (v !== 'refuse' && v !== 'keep') throw new AppError('invalid_request', '', { errors: [{ field: 'after_expiry', message: 'must be one of: refuse, keep' }] })
     return v
   })
+  const componentMatch = opt('component_match', (v) => {
+    if (!(COMPONENT_MATCH as readonly unknown[]).includes(v)) {
+      throw new AppError('invalid_request', '', { errors: [{ field: 'component_match', message: `must be one of: ${COMPONENT_MATCH.join(', ')}` }] })
+    }
+    return v as ComponentMatch
+  })
   const status = opt('status', (v) => {
     // an export says `expired` for an active key past its expiry: expires_at carries that
     if (v === 'expired') return 'active'
@@ -235,6 +243,7 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
       deactivationsAllowed,
       graceSeconds: own('grace_seconds') ? graceSeconds : null,
       afterExpiry: own('after_expiry') ? afterExpiry : null,
+      componentMatch: own('component_match') ? componentMatch : null,
       credits,
       ownFields,
       activations,

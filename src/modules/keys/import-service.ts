@@ -167,6 +167,7 @@ export async function importKeys(
           entitlements: r.entitlements,
           grace_seconds: r.graceSeconds,
           after_expiry: r.afterExpiry,
+          component_match: r.componentMatch,
           policy_id: r.policyId,
           own_fields: terms.ownFields,
           created_at: createdAt.toISOString(),

@@ -138,6 +138,7 @@ function patch({ key, own }: KeyNow, change: Extract<Change, { kind: 'patch' }>)
     // null = inherited (or the default): the stored value of a nullable setting, core/key-settings.ts
     grace_seconds: column('grace_seconds', input.grace_seconds, own.grace_seconds, null),
     after_expiry: column('after_expiry', input.after_expiry, own.after_expiry, null),
+    component_match: column('component_match', input.component_match, own.component_match, null),
   }
   const { policy_id: _, ...before } = own
   const stored = { ...before, own_fields: [...own.own_fields].sort() }

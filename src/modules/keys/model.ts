@@ -2,6 +2,7 @@ import { OVERRIDABLE, type OverridableField } from '../../core/key-settings'
 import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/schema'
 import { Activation } from '../activations/model'
 import { Credits, CreditsIn } from '../credits/model'
+import { ComponentMatch } from '../policies/model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static
@@ -39,6 +40,7 @@ export const Key = t.Object({
   after_expiry: t.Union([t.Literal('refuse'), t.Literal('keep')], {
     description: 'refuse: past expires_at + grace_seconds validate answers expired; keep: valid forever, marked expired: true',
   }),
+  component_match: ComponentMatch,
   policy_id: t.Union([t.String(), t.Null()], { description: 'The policy it inherits from; null = none' }),
   expiry_pending: t.Boolean({
     description: "true until the first activation of a key whose policy starts the duration then (expiry_basis first_activation): expires_at is null until that activation sets it",
@@ -87,6 +89,7 @@ const SettingsIn = {
   entitlements: t.Optional(EntitlementsField),
   grace_seconds: t.Optional(GraceSeconds),
   after_expiry: t.Optional(AfterExpiry),
+  component_match: t.Optional(t.Union([ComponentMatch, t.Null()], { description: "Machine identity's rule (off, any, two, most, all); null = the policy's, else off" })),
   credits: t.Optional(CreditsIn),
 }
 

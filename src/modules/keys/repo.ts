@@ -70,6 +70,7 @@ export const toKey = (r: Row): Key => ({
   entitlements: r.entitlements,
   grace_seconds: r.grace_seconds,
   after_expiry: r.after_expiry,
+  component_match: r.component_match,
   policy_id: r.policy_id,
   external_id: r.external_id,
   overrides: overridesOf(ownOf(r), r.policy_id !== null),

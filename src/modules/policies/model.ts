@@ -1,6 +1,12 @@
 import { PlainText, t, Timestamp } from '../../http/schema'
 import { PolicyCredits, PolicyCreditsIn } from '../credits/model'
 
+/** Machine identity's rule (docs/integrating.md, "Identifying machines"): how the components a device sends must match its activation's. */
+export const ComponentMatch = t.Union([t.Literal('off'), t.Literal('any'), t.Literal('two'), t.Literal('most'), t.Literal('all')], {
+  description:
+    'off (default): components are stored, never change an answer; any / two / most / all: how many of an activation\'s stored components the ones sent must match (a new fingerprint that matches takes the activation over: a rebind)',
+})
+
 const EntitlementsOut = t.Record(t.String(), t.Union([t.Literal(true), t.Number(), t.String()]))
 
 export const Policy = t.Object({
@@ -21,6 +27,7 @@ export const Policy = t.Object({
   release_after_seconds: t.Union([t.Integer(), t.Null()]),
   deactivations_allowed: t.Union([t.Integer(), t.Null()]),
   entitlements: EntitlementsOut,
+  component_match: ComponentMatch,
   credits: PolicyCredits,
   metadata: t.Record(t.String(), t.Unknown()),
   keys: t.Integer({ description: 'Keys that reference it' }),
@@ -53,6 +60,7 @@ const settings = {
   release_after_seconds: t.Optional(ReleaseAfter),
   deactivations_allowed: t.Optional(DeactivationsAllowed),
   entitlements: t.Optional(Entitlements),
+  component_match: t.Optional(ComponentMatch),
   credits: t.Optional(PolicyCreditsIn),
   metadata: t.Optional(Metadata),
 }

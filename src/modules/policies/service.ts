@@ -48,6 +48,7 @@ export async function createPolicy(deps: Deps, who: Principal, input: CreatePoli
     release_after_seconds: input.release_after_seconds ?? SETTING_DEFAULTS.release_after_seconds,
     deactivations_allowed: input.deactivations_allowed ?? SETTING_DEFAULTS.deactivations_allowed,
     entitlements: input.entitlements === undefined ? {} : checkPolicyEntitlements('body.entitlements', input.entitlements),
+    component_match: input.component_match ?? SETTING_DEFAULTS.component_match,
     credits: input.credits === undefined ? null : checkPolicyCredits(input.credits),
     metadata: input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata),
   }
@@ -104,6 +105,7 @@ export async function patchPolicy(deps: Deps, who: Principal, id: string, input:
       release_after_seconds: pick('release_after_seconds', input.release_after_seconds),
       deactivations_allowed: pick('deactivations_allowed', input.deactivations_allowed),
       entitlements: pick('entitlements', entitlements),
+      component_match: pick('component_match', input.component_match),
       credits: pick('credits', credits),
       metadata: pick('metadata', metadata),
     }

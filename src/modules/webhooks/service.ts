@@ -123,6 +123,7 @@ function sampleKey(): Key {
     entitlements: { export: true },
     grace_seconds: 0,
     after_expiry: 'refuse',
+    component_match: 'off',
     policy_id: null,
     expiry_pending: false,
     external_id: null,

@@ -161,6 +161,7 @@ const SHOWN: Record<Resettable, { label: string; show: (v: never) => string }> =
   deactivations_allowed: { label: 'Released by the holder', show: limitInWords },
   grace_seconds: { label: 'Grace after expiry', show: graceInWords },
   after_expiry: { label: 'After expiry', show: afterExpiryInWords },
+  component_match: { label: 'Machine identity', show: (v: string) => (v === 'off' ? 'Off (components stored, not checked)' : `Components must match: ${v}`) },
   entitlements: {
     label: 'Entitlements',
     show: (v: Record<string, true | number | string>) => (Object.keys(v).length ? Object.entries(v).map(([c, x]) => (x === true ? c : `${c} ${showValue(x)}`)).join(', ') : 'None'),
