@@ -28,3 +28,6 @@ alter table policies alter column component_match set default 'off', alter colum
 
 -- A rebind looks for the key's active activations that have components (under the key row lock).
 create index activations_key_components on activations (key_id) where status = 'active' and components is not null;
+
+-- Validate answers refused device_mismatch, per day (GET /v1/analytics/validations).
+alter table analytics_daily_validations add column device_mismatch bigint not null default 0;

@@ -14,6 +14,7 @@ export const ERROR_CODES = [
   'key_suspended',
   'policy_in_use',
   'device_already_used',
+  'device_mismatch',
   'activation_limit',
   'deactivation_limit',
   'key_unmetered',

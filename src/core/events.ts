@@ -31,6 +31,7 @@ export const EVENT_TYPES = [
   'signing_key.created',
   'signing_key.activated',
   'signing_key.revoked',
+  'activation.rebound',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

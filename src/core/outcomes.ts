@@ -3,7 +3,7 @@
 // `reason`) are built from. No imports: the console's browser bundle reads this file too.
 
 /** Why validate refuses a key (`valid: false`, the answer's `reason`). */
-export const REFUSAL_REASONS = ['not_found', 'revoked', 'suspended', 'expired', 'entitlements_missing', 'device_already_used', 'activation_limit', 'credits_exhausted'] as const
+export const REFUSAL_REASONS = ['not_found', 'revoked', 'suspended', 'expired', 'entitlements_missing', 'device_already_used', 'activation_limit', 'credits_exhausted', 'device_mismatch'] as const
 export type RefusalReason = (typeof REFUSAL_REASONS)[number]
 
 /** Every outcome a validate call is counted under, in this order. */

@@ -24,6 +24,11 @@ export const ERRORS = {
     title: 'Device already used',
     when: 'the device already used another key of a one_key_per_device policy',
   },
+  device_mismatch: {
+    status: 409,
+    title: 'Device mismatch',
+    when: "machine identity (the key's component_match) refused the device: its components do not match, none were sent, or its fingerprint was replaced",
+  },
   activation_limit: { status: 409, title: 'Activation limit reached', when: "every one of the key's seats is taken" },
   key_unmetered: { status: 409, title: 'Key unmetered', when: 'changing the credits of a key that has none (credits null)' },
   deactivation_limit: { status: 409, title: 'Deactivation limit reached', when: "past the key's deactivations_allowed" },

@@ -136,6 +136,8 @@ export class MapHotState extends ReadThroughCache<KeyState> {
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
+      componentMatch: row.componentMatch ?? 'off',
+      identity: row.identity ?? null,
       mergedFrom: null,
       answer: null,
       loadedAt,

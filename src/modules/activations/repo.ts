@@ -7,6 +7,7 @@ import { newId } from '../../infra/crypto'
 import { iso } from '../../core/values'
 import { emit, emitMany, SYSTEM, type Actor } from '../events/outbox'
 import type { Activation } from './model'
+import type { Components } from '../../core/component-match'
 import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
 import { addPeriod, parsePeriod } from '../../core/durations'
 
@@ -16,7 +17,7 @@ async function holderOf(tx: Tx, policyId: string, fingerprint: string): Promise<
   return row?.key_id ?? null
 }
 
-type ActivationRow = {
+export type ActivationRow = {
   id: string
   device_fingerprint: string
   device_name: string | null
@@ -27,6 +28,9 @@ type ActivationRow = {
   last_validated_at: Date | null
   deactivated_at: Date | null
   deactivation_reason: string | null
+  components: Record<string, string> | null
+  components_changed_at: Date | null
+  replaced_fingerprints: string[]
 }
 
 // Every read of an activation (select, insert and update ... returning) names these columns through
@@ -43,14 +47,17 @@ const COLUMNS = [
   'last_validated_at',
   'deactivated_at',
   'deactivation_reason',
+  'components',
+  'components_changed_at',
+  'replaced_fingerprints',
 ] as const satisfies readonly (keyof ActivationRow)[]
 const complete: Exclude<keyof ActivationRow, (typeof COLUMNS)[number]> extends never ? true : never = true
 void complete
 
 /** The activation columns, optionally qualified by a table alias (`a.id, a.device_fingerprint, …`). */
-const activationColumns = (sql: Sql | Tx, alias?: string) => sql.unsafe(COLUMNS.map((c) => (alias ? `${alias}.${c}` : c)).join(', '))
+export const activationColumns = (sql: Sql | Tx, alias?: string) => sql.unsafe(COLUMNS.map((c) => (alias ? `${alias}.${c}` : c)).join(', '))
 
-const toActivation = (r: ActivationRow): Activation => ({
+export const toActivation = (r: ActivationRow): Activation => ({
   id: r.id,
   device_fingerprint: r.device_fingerprint,
   device_name: r.device_name,
@@ -61,6 +68,9 @@ const toActivation = (r: ActivationRow): Activation => ({
   last_validated_at: iso(r.last_validated_at),
   deactivated_at: iso(r.deactivated_at),
   deactivation_reason: r.deactivation_reason,
+  components: r.components,
+  components_changed_at: iso(r.components_changed_at),
+  replaced_fingerprints: r.replaced_fingerprints,
 })
 
 /** A key's activations, oldest first (every status). */
@@ -106,6 +116,15 @@ export async function lockKeyForSeat(tx: Tx, accountId: string, where: { id: str
   return row ?? null
 }
 
+/** The device asking for a seat: its fingerprint, what it reports, and its components (null: none sent). */
+export interface SeatDevice {
+  fingerprint: string
+  appVersion: string | null
+  country: string | null
+  name?: string | null
+  components?: Components | null
+}
+
 export type SlotResult =
   | { kind: 'existing'; activation: Activation; activeCount: number }
   /** `expirySet`: this was the key's first activation and it started the key's expiry (key.expires_at is updated) */
@@ -122,7 +141,7 @@ export type SlotResult =
 export async function takeSeat(
   tx: Tx,
   key: SeatKey,
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  device: SeatDevice,
   actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
@@ -145,10 +164,13 @@ export async function takeSeat(
   if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
   if (active.length + (await heldSeats(tx, key.id)) >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
+  // a new activation stores the components sent (docs/integrating.md, "Identifying machines")
+  const components = device.components ?? null
   const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
-      app_version, country, last_validated_at, release_after_seconds)
+      app_version, country, last_validated_at, release_after_seconds, components, components_changed_at)
     values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
-            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds})
+            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds},
+            ${components === null ? null : tx.json(components)}, ${components === null ? null : tx`now()`})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)

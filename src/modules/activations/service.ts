@@ -29,9 +29,11 @@ import {
   lockKeyForSeat,
   mayReleaseAsUser,
   freeSeat,
+  type SeatDevice,
   type SeatKey,
   type SlotResult,
 } from './repo'
+import { identityStep, type IdentityStep } from './identity'
 
 export type SeatDeps = Pick<Deps, 'sql' | 'bus' | 'log' | 'config'>
 
@@ -68,15 +70,20 @@ export async function afterRelease(deps: SeatDeps, released: Released): Promise<
   )
 }
 
+/** A seat held: the device's own, a new one, or (machine identity) one taken over by a rebind. */
+export type HeldSeat = Exclude<SlotResult, { kind: 'limit' | 'device_used' }> | Extract<IdentityStep, { kind: 'rebound' }>
+
 export type ClaimResult<T> =
   | { kind: 'not_found' }
   | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
   | { kind: 'limit'; key: SeatKey; activeCount: number }
   | { kind: 'device_used'; key: SeatKey }
-  | (Exclude<SlotResult, { kind: 'limit' | 'device_used' }> & { key: SeatKey; extra: T })
+  /** machine identity refused the device (docs/integrating.md, "Identifying machines") */
+  | { kind: 'mismatch'; key: SeatKey }
+  | (HeldSeat & { key: SeatKey; extra: T })
 
 /** What a claim does with its seat in the same transaction (offline: store and sign the license). */
-export type InClaim<T> = (tx: Tx, key: SeatKey, seat: Exclude<SlotResult, { kind: 'limit' | 'device_used' }>) => Promise<T>
+export type InClaim<T> = (tx: Tx, key: SeatKey, seat: HeldSeat) => Promise<T>
 
 /**
  * A device claims a seat of the key (`where`: by hash for validate, by id for offline), under the key
@@ -87,9 +94,11 @@ export async function claimSeat<T = undefined>(
   deps: SeatDeps,
   accountId: string,
   where: { id: string } | { keyHash: string },
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  device: SeatDevice,
   actor: Actor,
   inClaim?: InClaim<T>,
+  /** validate: the fingerprints whose components its memory saw match (identity.ts `identityStep`) */
+  contested: readonly string[] = [],
 ): Promise<ClaimResult<T>> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
     const key = await lockKeyForSeat(tx, accountId, where)
@@ -97,11 +106,18 @@ export async function claimSeat<T = undefined>(
     if (key.status === 'revoked') return { kind: 'revoked', key }
     if (key.suspended) return { kind: 'suspended', key }
     if (key.expired) return { kind: 'expired', key }
-    const seat = await takeSeat(tx, key, device, actor)
+    const identity = key.component_match === 'off' ? null : await identityStep(tx, key, device, actor, contested)
+    if (identity?.kind === 'mismatch') return { kind: 'mismatch', key }
+    const seat = identity ?? (await takeSeat(tx, key, device, actor))
     if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
     return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
   })
-  if (result.kind === 'created' && result.expirySet) {
+  if (result.kind === 'rebound' || (result.kind === 'created' && result.key.component_match !== 'off')) {
+    // A rebind is a seat change: the old fingerprint is refused on every node before the answer
+    // returns (the bus waits until the drop is in force, as for a release). With the rule on, a new
+    // device's components must reach every node's memory too, so the key is read again everywhere.
+    await deps.bus.publish({ kind: 'key', accountId, keyHash: result.key.key_hash })
+  } else if (result.kind === 'created' && result.expirySet) {
     // The first activation started the key's term (expiry_basis first_activation): every node reads
     // the key again, with its expiry, before the answer. The activation is committed either way, so a
     // failed broadcast is logged (nodes that missed it stop trusting their memory).

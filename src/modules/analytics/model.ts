@@ -48,6 +48,7 @@ const ANSWERED: Record<ValidateOutcome, string> = {
   device_already_used: 'reason device_already_used',
   activation_limit: 'reason activation_limit',
   credits_exhausted: 'reason credits_exhausted',
+  device_mismatch: 'reason device_mismatch (components that do not match the device, or a replaced fingerprint)',
   rate_limited: '429 rate_limited (belongs to no product)',
 }
 const counts = Object.fromEntries(

@@ -11,6 +11,7 @@
 // signer's kid inside the signed bytes; the envelope carries the signer's KWCERT1 certificate when the
 // signer is not the account's root (docs/api.md, "Offline licenses"). A v1 license (root-signed, no
 // kid inside) still verifies.
+import type { ComponentMatch } from '../../core/component-match'
 import { sign, verify, type KeyObject } from 'node:crypto'
 import { nestsDeeperThan } from '../../core/json-depth'
 
@@ -36,6 +37,10 @@ export interface LicensePayload {
   entitlements?: Record<string, true | number | string>
   /** v2: the signer's kid, inside the signed bytes (equal to the envelope's) */
   kid?: string
+  /** the device's components as stored on its activation (docs/integrating.md, "Identifying machines") */
+  components?: Record<string, string> | null
+  /** the key's component_match rule (absent in licenses issued before machine identity: off) */
+  component_match?: ComponentMatch
 }
 
 /**

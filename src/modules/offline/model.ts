@@ -1,4 +1,6 @@
 import { OneOf, t, Timestamp } from '../../http/schema'
+import { ComponentsIn, StoredComponents } from '../activations/model'
+import { ComponentMatch } from '../policies/model'
 
 export const DEFAULT_TTL_SECONDS = 30 * 24 * 3600
 export const MIN_TTL_SECONDS = 3600
@@ -19,6 +21,7 @@ export const IssueLicenseBody = t.Object({
       t.Null(),
     ]),
   ),
+  components: t.Optional(ComponentsIn),
 })
 export type IssueLicenseBody = typeof IssueLicenseBody.static
 
@@ -38,6 +41,12 @@ export const LicensePayload = t.Object({
     }),
   ),
   kid: t.Optional(t.String({ description: "v2: the signer's kid (the root's or a signing key's), inside the signed bytes" })),
+  components: t.Optional(
+    t.Union([StoredComponents], {
+      description: "The device's components as stored on its activation when issued or renewed (null: none); the SDK matches the device's current ones against them",
+    }),
+  ),
+  component_match: t.Optional(t.Union([ComponentMatch], { description: "The key's component_match rule when issued or renewed (absent in licenses issued before machine identity: off)" })),
 })
 
 export const IssuedLicense = t.Object({

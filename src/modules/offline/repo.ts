@@ -1,4 +1,5 @@
 import type { Sql, Tx } from '../../infra/db'
+import type { ComponentMatch } from '../../core/component-match'
 import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
 
 export async function insertLicense(
@@ -35,6 +36,9 @@ export interface LicenseState {
   entitlements: Record<string, true | number | string>
   /** The device's active activation of the key, if it still holds one (possibly a newer one). */
   active_activation_id: string | null
+  /** that activation's stored components */
+  active_components: Record<string, string> | null
+  component_match: ComponentMatch
 }
 
 export async function licenseStates(sql: Sql, accountId: string, ids: string[]): Promise<LicenseState[]> {
@@ -45,7 +49,10 @@ export async function licenseStates(sql: Sql, accountId: string, ids: string[]):
       ${expiryRefused(sql)} as expiry_refused,
       (select a.id from activations a
         where a.key_id = l.key_id and a.device_fingerprint = l.device_fingerprint and a.status = 'active'
-        limit 1) as active_activation_id
+        limit 1) as active_activation_id,
+      (select a.components from activations a
+        where a.key_id = l.key_id and a.device_fingerprint = l.device_fingerprint and a.status = 'active'
+        limit 1) as active_components
     from offline_licenses l join license_keys k on k.id = l.key_id ${joinPolicy(sql)}
     where l.account_id = ${accountId} and l.id in ${sql(ids)}`
 }

@@ -2,7 +2,8 @@
 // (judging licenses a device brings back, renewing the good ones).
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
-import { AppError, notFound } from '../../core/errors'
+import { AppError, invalid, notFound } from '../../core/errors'
+import { parseComponents } from '../../core/component-match'
 import type { RecordCreated } from '../../infra/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
@@ -45,11 +46,13 @@ export async function issueLicense(
 ): Promise<IssuedLicense> {
   if (!isId('key', keyId)) throw notFound('key', keyId)
   const fingerprint = input.device_fingerprint.toLowerCase()
+  const parsed = parseComponents(input.components)
+  if (!parsed.ok) throw invalid(`body.${parsed.field}`, parsed.detail)
   const ttlSeconds = input.ttl_seconds ?? DEFAULT_TTL_SECONDS
   // Loaded (or created) before the transaction: key generation has no business holding a row lock.
   const signer = await signers.current(who.accountId)
   // Offline devices are not the caller (the vendor's backend is), so no country or app version.
-  const device = { fingerprint, appVersion: null, country: null }
+  const device = { fingerprint, appVersion: null, country: null, components: parsed.components }
   const claim = await claimSeat(deps, who.accountId, { id: keyId }, device, byApiKey(who), async (tx, key, seat) => {
     const issuedAt = new Date()
     const expiresAt = licenseExpiry(issuedAt, ttlSeconds, {
@@ -80,6 +83,8 @@ export async function issueLicense(
       expires_at: iso(expiresAt)!,
       entitlements: key.entitlements,
       kid: signer.kid,
+      components: seat.activation.components,
+      component_match: key.component_match,
     }
     // Signed here so the Idempotency-Key `record` stores the response in this transaction (signing is CPU only).
     const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload, signer.certificate), expires_at: payload.expires_at, payload }
@@ -99,6 +104,8 @@ export async function issueLicense(
       throw new AppError('activation_limit', `All ${claim.key.activation_limit} seats of key ${keyId} are taken`)
     case 'device_used':
       throw new AppError('device_already_used', `This device already used another key of policy ${claim.key.policy_id} (one key per device)`)
+    case 'mismatch':
+      throw new AppError('device_mismatch', `Key ${keyId} checks machine identity (component_match ${claim.key.component_match}): this device's components do not match, none were sent, or its fingerprint was replaced`)
     default:
       return claim.extra
   }
@@ -164,6 +171,8 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
         expires_at: iso(expiresAt)!,
         entitlements: state.entitlements,
         kid: signer.kid,
+        components: state.active_components,
+        component_match: state.component_match,
       }
       renewal = { license: signLicense(signer.privateKey, signer.kid, next, signer.certificate), activationId: state.active_activation_id, expiresAt }
       renewed.set(state.id, renewal)

@@ -33,6 +33,7 @@ export const REFUSED: Record<Reason, ValidateAnswer> = {
   // never answered from here: its answer names the missing codes (service.ts `lacking`)
   entitlements_missing: sealed({ valid: false, reason: 'entitlements_missing', missing: [] }),
   activation_limit: sealed({ valid: false, reason: 'activation_limit' }),
+  device_mismatch: sealed({ valid: false, reason: 'device_mismatch' }),
   // never answered from here: its answer carries the balance and the next refill (service.ts `exhausted`)
   credits_exhausted: sealed({ valid: false, reason: 'credits_exhausted', credits_remaining: 0, refills_at: null }),
 }

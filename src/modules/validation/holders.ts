@@ -5,7 +5,8 @@
 // included) is answered without Postgres. The list is read from Postgres, not from the hot state
 // (which holds fingerprints only), and neither route counts toward the daily validate quota. The
 // release itself is the activations module's (modules/activations/service.ts, releaseByHolder).
-import { AppError } from '../../core/errors'
+import { parseComponents } from '../../core/component-match'
+import { AppError, invalid } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import type { Deps } from '../../deps'
 import { portableKeyHash } from '../../infra/crypto'
@@ -58,11 +59,13 @@ export class Holders {
    * releaseByHolder); a device holding no seat, or an unknown key, is `deactivated: false`.
    */
   deactivate(who: Principal, body: DeactivateBody): Promise<DeactivateAnswer> {
+    checkComponentsForm(body.components)
     return this.admitted(who, () => this.release(who, body))
   }
 
   /** POST /v1/devices: the key's active devices; an unknown key (or another product's) is 404. */
   devices(who: Principal, body: DevicesBody): Promise<DevicesAnswer> {
+    checkComponentsForm(body.components)
     return this.admitted(who, () => this.list(who, body))
   }
 
@@ -109,8 +112,20 @@ export class Holders {
           country: a.country,
           activated_at: a.activated_at,
           last_validated_at: at !== null && (a.last_validated_at === null || at > a.last_validated_at) ? at : a.last_validated_at,
+          components: seen?.components ?? a.components,
+          components_changed_at: a.components_changed_at,
+          replaced_fingerprints: a.replaced_fingerprints,
         }
       }),
     }
   }
+}
+
+/**
+ * /v1/deactivate and /v1/devices take `components` for form only (the fingerprint identifies the
+ * device there): a malformed set is a 400 naming the field, before anything else is done.
+ */
+function checkComponentsForm(value: unknown): void {
+  const parsed = parseComponents(value)
+  if (!parsed.ok) throw invalid(`body.${parsed.field}`, parsed.detail)
 }

@@ -1,9 +1,11 @@
-// Repeat validations of a known device update last_validated_at, app_version and device_name off the
+// Repeat validations of a known device update last_validated_at, app_version, device_name and the
+// stored components (machine identity's drift, docs/integrating.md "Identifying machines") off the
 // request path:
 // the request records into a map (one entry per key and device, newest wins), a background job
 // writes the map in batches, and shutdown writes what is left. A failed write (Postgres down) keeps
 // the entries for the next flush instead of losing them.
 import type { Sql } from '../../infra/db'
+import type { Components } from '../../core/component-match'
 import { touchActivations, type Seen } from './repo'
 
 const CHUNK = 2_000
@@ -37,18 +39,19 @@ export class LastSeenWriter {
    * hold names (it stays compact), so a name is not compared with the stored one here: the newest one
    * sent rides along with the batched write (setting an unchanged name changes nothing).
    */
-  record(hotKey: string, fingerprint: string, appVersion: string | null, at = Date.now(), deviceName?: string) {
+  record(hotKey: string, fingerprint: string, appVersion: string | null, at = Date.now(), deviceName?: string, components?: Components) {
     let devices = this.pending.get(hotKey)
     const seen = devices?.get(fingerprint)
     if (seen) {
       seen.at = at
       if (appVersion !== null) seen.appVersion = appVersion
       if (deviceName !== undefined) seen.deviceName = deviceName
+      if (components !== undefined) seen.components = components
       return
     }
     if (this.count >= MAX_PENDING) this.dropOldest()
     if (!devices) this.pending.set(hotKey, (devices = new Map()))
-    devices.set(fingerprint, { hotKey, fingerprint, at, appVersion, deviceName: deviceName ?? null })
+    devices.set(fingerprint, { hotKey, fingerprint, at, appVersion, deviceName: deviceName ?? null, components: components ?? null })
     this.count++
   }
 
@@ -136,6 +139,7 @@ export class LastSeenWriter {
       if (newer) {
         if (newer.appVersion === null) newer.appVersion = s.appVersion
         if (newer.deviceName === null) newer.deviceName = s.deviceName
+        if (newer.components === null) newer.components = s.components
         continue
       }
       if (!devices) this.pending.set(s.hotKey, (devices = new Map()))

@@ -1,5 +1,6 @@
 import { NullableTimestamp, OneOf, PlainText, t, Timestamp } from '../../http/schema'
 import { REFUSAL_REASONS, type RefusalReason } from '../../core/outcomes'
+import { ComponentsIn, StoredComponents } from '../activations/model'
 
 /**
  * `key` is any string of 1..256 characters: one that cannot be a key value (not 25 Crockford
@@ -39,6 +40,7 @@ export const ValidateBody = t.Object({
       description: 'Metered keys: credits this call spends when valid (0..1,000,000, default 1; 0 checks without spending). Ignored for unmetered keys.',
     }),
   ),
+  components: t.Optional(ComponentsIn),
 })
 export type ValidateBody = typeof ValidateBody.static
 
@@ -70,7 +72,11 @@ export const InvalidAnswer = t.Object({
 export const ValidateAnswer = t.Union([ValidAnswer, InvalidAnswer])
 export type ValidateAnswer = typeof ValidateAnswer.static
 
-export const DeactivateBody = t.Object({ key: KeyValue, device_fingerprint: Fingerprint })
+const FormOnly = t.Optional(
+  t.Union([ComponentsIn], { description: "The device's components, checked for form only (400 if malformed): the fingerprint identifies the device here" }),
+)
+
+export const DeactivateBody = t.Object({ key: KeyValue, device_fingerprint: Fingerprint, components: FormOnly })
 export type DeactivateBody = typeof DeactivateBody.static
 
 export const DeactivateAnswer = t.Object({
@@ -83,6 +89,7 @@ export type DeactivateAnswer = typeof DeactivateAnswer.static
 export const DevicesBody = t.Object({
   key: KeyValue,
   product_id: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()], { description: "When given, must be the key's product, else 404" })),
+  components: FormOnly,
 })
 export type DevicesBody = typeof DevicesBody.static
 
@@ -93,6 +100,9 @@ export const Device = t.Object({
   country: t.Union([t.String(), t.Null()]),
   activated_at: Timestamp,
   last_validated_at: NullableTimestamp,
+  components: StoredComponents,
+  components_changed_at: t.Union([t.String({ format: 'date-time' }), t.Null()], { description: 'When the stored components last changed' }),
+  replaced_fingerprints: t.Array(t.String(), { description: 'Fingerprints this device was rebound from, newest first (at most 8)' }),
 })
 
 export const DevicesAnswer = t.Object({

@@ -4,6 +4,7 @@
 // new terms on its next validate: no message and no query per key. The same read-through rules as
 // the hot keys (infra/read-through-cache.ts): collapsed loads, a load that an invalidation cancels,
 // answers from memory while Postgres is unreachable.
+import type { ComponentMatch } from '../../core/component-match'
 import type { Entitlements } from '../../core/entitlements'
 import type { Bus } from '../../infra/bus'
 import type { Sql } from '../../infra/db'
@@ -18,6 +19,7 @@ export interface PolicyTerms {
   graceMs: number
   keep: boolean
   oneKeyPerDevice: boolean
+  componentMatch: ComponentMatch
   loadedAt: number
 }
 
@@ -50,6 +52,7 @@ export class PolicyCache extends ReadThroughCache<PolicyTerms> {
       graceMs: p.grace_seconds * 1000,
       keep: p.after_expiry === 'keep',
       oneKeyPerDevice: p.one_key_per_device,
+      componentMatch: p.component_match ?? 'off',
       loadedAt: startedAt,
     }
   }

@@ -2,7 +2,8 @@ import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
 import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot/hot-state'
-import { NO_ENTITLEMENTS } from './hot/key-row'
+import { NO_ENTITLEMENTS, type KeyIdentity } from './hot/key-row'
+import type { ComponentMatch, Components } from '../../core/component-match'
 
 type StateRow = {
   account_id: string
@@ -18,6 +19,18 @@ type StateRow = {
   policy_id: string | null
   own_fields: string[]
   metered: boolean
+  /** the key's own component_match (null: inherited) and the effective one */
+  own_component_match: ComponentMatch | null
+  component_match: ComponentMatch
+  /** with the rule on: the active fingerprints' stored components, and the fingerprints they replaced */
+  components: Record<string, Components> | null
+  replaced: string[] | null
+}
+
+/** Machine identity in memory (hot/key-row.ts KeyIdentity), for a key whose rule is on at load. */
+function identityOf(row: StateRow): KeyIdentity | null {
+  if (row.component_match === 'off') return null
+  return { components: new Map(Object.entries(row.components ?? {})), replaced: new Set(row.replaced ?? []) }
 }
 
 /** Everything validate needs about one key, in one query; null when no key has this hash. */
@@ -28,8 +41,15 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       k.plan, k.expires_at, k.activation_limit, k.entitlements, k.grace_seconds, k.after_expiry, k.policy_id, k.own_fields,
       k.credits_remaining is not null as metered,
       coalesce((select array_agg(a.device_fingerprint) from activations a
-                where a.key_id = k.id and a.status = 'active'), '{}') as devices
-    from license_keys k where k.key_hash = ${keyHash}`
+                where a.key_id = k.id and a.status = 'active'), '{}') as devices,
+      k.component_match as own_component_match, coalesce(k.component_match, p.component_match, 'off') as component_match,
+      case when coalesce(k.component_match, p.component_match, 'off') <> 'off' then
+        (select jsonb_object_agg(a.device_fingerprint, a.components) from activations a
+          where a.key_id = k.id and a.status = 'active' and a.components is not null) end as components,
+      case when coalesce(k.component_match, p.component_match, 'off') <> 'off' then
+        (select array_agg(f) from activations a, unnest(a.replaced_fingerprints) f
+          where a.key_id = k.id and a.status = 'active') end as replaced
+    from license_keys k ${joinPolicy(sql)} where k.key_hash = ${keyHash}`
   if (!row) return null
   // With a policy: only what the key sets itself; the policy's terms are merged in on use (applyPolicy).
   if (row.policy_id !== null) {
@@ -38,6 +58,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     if (row.own_fields.includes('activation_limit')) own.limit = row.activation_limit
     if (row.grace_seconds !== null) own.graceMs = row.grace_seconds * 1000
     if (row.after_expiry !== null) own.keep = row.after_expiry === 'keep'
+    if (row.own_component_match !== null) own.componentMatch = row.own_component_match
     return {
       accountId: row.account_id,
       productId: row.product_id,
@@ -53,6 +74,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       own,
       oneKeyPerDevice: false, // the policy's, merged in on use
       metered: row.metered,
+      identity: identityOf(row),
     }
   }
   const entitlements = mergeEntitlements(null, row.entitlements)
@@ -71,6 +93,8 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     own: null,
     oneKeyPerDevice: false,
     metered: row.metered,
+    componentMatch: row.component_match,
+    identity: identityOf(row),
   }
 }
 
@@ -100,6 +124,8 @@ export interface Seen {
   appVersion: string | null
   /** the newest name sent, null when no call of the batch sent one */
   deviceName: string | null
+  /** the newest components sent, null when no call of the batch sent any (the stored set is kept) */
+  components: Components | null
 }
 
 /**
@@ -113,12 +139,17 @@ export async function touchActivations(sql: Sql, batch: Seen[]): Promise<void> {
   const ats = batch.map((s) => new Date(s.at).toISOString())
   const versions = batch.map((s) => s.appVersion)
   const names = batch.map((s) => s.deviceName)
+  // jsonb travels as text (one array parameter); equal sets compare equal whatever their order
+  const components = batch.map((s) => (s.components === null ? null : JSON.stringify(s.components)))
   await sql`update activations a
     set last_validated_at = greatest(a.last_validated_at, v.at), app_version = coalesce(v.app_version, a.app_version),
-        device_name = coalesce(v.device_name, a.device_name)
+        device_name = coalesce(v.device_name, a.device_name),
+        components = coalesce(v.components, a.components),
+        components_changed_at = case when v.components is not null and v.components is distinct from a.components
+                                     then v.at else a.components_changed_at end
     from (select unnest(${hashes}::text[]) as h, unnest(${fps}::text[]) as fp,
                  unnest(${ats}::timestamptz[]) as at, unnest(${versions}::text[]) as app_version,
-                 unnest(${names}::text[]) as device_name) v
+                 unnest(${names}::text[]) as device_name, unnest(${components}::text[])::jsonb as components) v
       join license_keys k on k.key_hash = v.h
     where a.key_id = k.id and a.device_fingerprint = v.fp and a.status = 'active'`
 }

@@ -6,7 +6,8 @@
 // exceptions are for failed requests (429, 503 when Postgres is needed and down). The engine owns
 // what it batches: `flush` writes it, `close` gives everything back.
 import type { Deps } from '../../deps'
-import { AppError } from '../../core/errors'
+import { AppError, invalid } from '../../core/errors'
+import { parseComponents } from '../../core/component-match'
 import { secondsToUtcMidnight } from '../../infra/counters'
 import { portableKeyHash } from '../../infra/crypto'
 import { DigestMemo } from '../../infra/digest-memo'
@@ -18,6 +19,7 @@ import type { Principal } from '../../core/principal'
 import { missingEntitlements } from '../../core/entitlements'
 import { claimSeat } from '../activations/service'
 import { Check, countryOf } from './check'
+import { contestedBy, DRIFT, identityVerdict, KNOWN, LIMIT, MISMATCH } from './identity'
 import { Holders } from './holders'
 import { applyPolicy, deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyRef, type KeyState } from './hot/hot-state'
 import { ImportedLookup, type Found } from './imported'
@@ -32,6 +34,9 @@ import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from '
 
 /** Key value as sent → its hot-state key and the entry's object last answered, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
+
+/** No activation that memory saw the components match (identity.ts contestedBy). */
+const NOT_CONTESTED: readonly string[] = Object.freeze([])
 
 /** A metered key's spending set aside for a new device: given back when the activation is refused. */
 interface SetAside {
@@ -129,6 +134,13 @@ export class ValidationEngine {
    * the common case does no I/O and waits for nothing. One clock reading serves quota, expiry and last-seen.
    */
   validate(who: Principal, body: ValidateBody, country: string | null): ValidateAnswer | Promise<ValidateAnswer> {
+    // Machine identity's components (1..16 {name: hash}): malformed is a 400 naming the field, before
+    // anything is counted; the hashes are kept lower-cased (core/component-match.ts).
+    if (body.components != null) {
+      const parsed = parseComponents(body.components)
+      if (!parsed.ok) throw invalid(`body.${parsed.field}`, parsed.detail)
+      body.components = parsed.components
+    }
     const now = Date.now()
     // Every call that passed request validation counts, valid or not; a refused (429) call does not.
     const limit = PLAN_LIMITS[who.plan]?.validationsPerDay ?? null
@@ -191,23 +203,62 @@ export class ValidationEngine {
     }
 
     const fingerprint = (check.fingerprint = body.device_fingerprint.toLowerCase())
-    if (hasDevice(state, fingerprint)) {
-      if (state.metered) return this.metered(check, state)
-      this.lastSeen.record(check.hotKey, fingerprint, body.app_version ?? null, now, body.device_name)
-      this.answered(check, OUTCOME.valid)
-      return validAnswerOf(state, deviceCount(state), now)
-    }
+    if (state.componentMatch !== 'off') return this.identified(check, state)
+    if (hasDevice(state, fingerprint)) return this.known(check, state)
     // Every seat is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
     if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.refuse(check, 'activation_limit')
+    return this.newDevice(check, state, NOT_CONTESTED)
+  }
+
+  /** A device holding a seat: valid (a metered key spends its cost). */
+  private known(check: Check, state: KeyState): ValidateAnswer | Promise<ValidateAnswer> {
+    if (state.metered) return this.metered(check, state)
+    const { body, now } = check
+    this.lastSeen.record(check.hotKey, check.fingerprint, body.app_version ?? null, now, body.device_name, body.components ?? undefined)
+    this.answered(check, OUTCOME.valid)
+    return validAnswerOf(state, deviceCount(state), now)
+  }
+
+  /**
+   * Step 6 with the key's component_match on (docs/integrating.md, "Identifying machines"): memory
+   * decides a known fingerprint and the refusals (identity.ts); a new device or a rebind is decided in
+   * Postgres. A key read while its rule was off holds no identity: Postgres decides this call, and
+   * the key is read again (with it) for the next.
+   */
+  private identified(check: Check, state: KeyState): ValidateAnswer | Promise<ValidateAnswer> {
+    const sent = check.body.components ?? null
+    const identity = state.identity
+    if (identity === null) {
+      this.hot.invalidate(check.hotKey)
+      return sent === null ? this.refuse(check, 'device_mismatch') : this.newDevice(check, state, NOT_CONTESTED)
+    }
+    switch (identityVerdict(state, identity, check.fingerprint, sent)) {
+      case DRIFT:
+        identity.components.set(check.fingerprint, sent!) // written to Postgres with the last-seen batch
+        return this.known(check, state)
+      case KNOWN:
+        return this.known(check, state)
+      case MISMATCH:
+        return this.refuse(check, 'device_mismatch')
+      case LIMIT:
+        return this.refuse(check, 'activation_limit')
+      default:
+        return this.newDevice(check, state, contestedBy(state, identity, sent!))
+    }
+  }
+
+  /** A device new to this node: its seat (or, with machine identity, its rebind) is decided in Postgres. */
+  private newDevice(check: Check, state: KeyState, contested: readonly string[]): ValidateAnswer | Promise<ValidateAnswer> {
+    const { body, now } = check
     const held = check.held() // the claim waits on Postgres
-    if (!state.metered) return this.activate(held, state, null)
+    if (!state.metered) return this.activate(held, state, null, contested)
     // A metered key's new device: the cost is set aside first (credits_exhausted records no
     // activation), and given back when the activation is refused after all.
     const cost = body.cost ?? 1
     const spent = this.credits.spend(check.hotKey, state.accountId, state.productId, cost, now)
     const then = (s: Spent): ValidateAnswer | Promise<ValidateAnswer> =>
-      s.ok ? this.activate(held, state, { cost, remaining: s.remaining, from: s.from }) : this.exhausted(held.at(Date.now()), s)
+      s.ok ? this.activate(held, state, { cost, remaining: s.remaining, from: s.from }, contested) : this.exhausted(held.at(Date.now()), s)
     return spent instanceof Promise ? spent.then(then) : then(spent)
   }
 
@@ -224,7 +275,7 @@ export class ValidationEngine {
   private spent(check: Check, state: KeyState, s: Spent): ValidateAnswer {
     if (!s.ok) return this.exhausted(check, s)
     const { body, now } = check
-    this.lastSeen.record(check.hotKey, check.fingerprint, body.app_version ?? null, now, body.device_name)
+    this.lastSeen.record(check.hotKey, check.fingerprint, body.app_version ?? null, now, body.device_name, body.components ?? undefined)
     this.answered(check, OUTCOME.valid)
     return validAnswer(state, deviceCount(state), now, s.remaining) // built per answer: the balance moves
   }
@@ -250,18 +301,19 @@ export class ValidationEngine {
   }
 
   /** A device new to this node: the seat decision in Postgres, under the key row lock. `check`: held (its own). */
-  private async activate(check: Check, cached: KeyState, credits: SetAside | null): Promise<ValidateAnswer> {
+  private async activate(check: Check, cached: KeyState, credits: SetAside | null, contested: readonly string[]): Promise<ValidateAnswer> {
     const { hotKey, fingerprint, body } = check
     const appVersion = body.app_version ?? null
-    const device = { fingerprint, appVersion, country: countryOf(check.country), name: body.device_name ?? null }
+    const components = body.components ?? null
+    const device = { fingerprint, appVersion, country: countryOf(check.country), name: body.device_name ?? null, components }
     let result: Awaited<ReturnType<typeof claimSeat>>
     try {
-      result = await claimSeat(this.deps, check.account, { keyHash: keyHashOf(hotKey) }, device, DEVICE)
+      result = await claimSeat(this.deps, check.account, { keyHash: keyHashOf(hotKey) }, device, DEVICE, undefined, contested)
     } catch (err) {
       if (credits) this.credits.refund(credits.from, credits.cost)
       throw err
     }
-    if (credits && result.kind !== 'existing' && result.kind !== 'created') this.credits.refund(credits.from, credits.cost)
+    if (credits && result.kind !== 'existing' && result.kind !== 'created' && result.kind !== 'rebound') this.credits.refund(credits.from, credits.cost)
     check.now = Date.now()
     switch (result.kind) {
       case 'not_found':
@@ -278,15 +330,23 @@ export class ValidationEngine {
         return this.refuse(check, 'activation_limit')
       case 'device_used':
         return this.refuse(check, 'device_already_used')
+      case 'mismatch':
+        return this.refuse(check, 'device_mismatch')
       case 'existing':
-        this.hot.addDevice(hotKey, fingerprint)
-        this.lastSeen.record(hotKey, fingerprint, appVersion, check.now, device.name ?? undefined)
+        // with machine identity the stored components were just decided in Postgres: read the key again
+        if (result.key.component_match !== 'off') this.hot.invalidate(hotKey)
+        else this.hot.addDevice(hotKey, fingerprint)
+        this.lastSeen.record(hotKey, fingerprint, appVersion, check.now, device.name ?? undefined, components ?? undefined)
+        break
+      case 'rebound':
+        // claimSeat dropped the key on every node (this one included) before returning
+        this.lastSeen.forget(hotKey, fingerprint)
         break
       case 'created':
         // claimSeat announced it to every node (this one included); an update left from the device's
         // previous activation must not overwrite the new one. When the activation started the key's
         // term (expiry_basis first_activation), claimSeat dropped the key everywhere instead.
-        if (result.expirySet) this.hot.invalidate(hotKey)
+        if (result.expirySet || result.key.component_match !== 'off') this.hot.invalidate(hotKey)
         else this.hot.addDevice(hotKey, fingerprint)
         this.lastSeen.forget(hotKey, fingerprint)
         break

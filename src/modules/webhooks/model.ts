@@ -82,6 +82,10 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
   'key.updated': Key,
   'activation.created': ActivationEvent,
   'activation.deactivated': ActivationEvent,
+  'activation.rebound': t.Object(
+    { ...ActivationEvent.properties, previous_fingerprint: t.String({ description: 'The fingerprint the activation had before; refused (device_mismatch) from now on' }) },
+    { description: 'A new fingerprint whose components matched took this activation over (same id and seat); replaced_fingerprints lists the old one first' },
+  ),
   'product.created': Product,
   'account.plan_changed': PlanChanged,
   'api_key.created': ApiKey,

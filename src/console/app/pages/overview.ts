@@ -20,6 +20,7 @@ const DRAWN: Record<ValidateOutcome, { label: string; color: string }> = {
   entitlements_missing: { label: 'Missing entitlement', color: '--c-entitlements' },
   device_already_used: { label: 'Device used another key', color: '--c-device-used' },
   credits_exhausted: { label: 'Credits exhausted', color: '--c-credits' },
+  device_mismatch: { label: 'Device mismatch', color: '--c-device-mismatch' },
   revoked: { label: 'Revoked', color: '--c-revoked' },
   not_found: { label: 'Unknown key', color: '--c-unknown' },
   rate_limited: { label: 'Over daily limit', color: '--c-rate' },

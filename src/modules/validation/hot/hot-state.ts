@@ -26,11 +26,15 @@ import { AbsentKeys } from './absent-keys'
 import { cacheLookupResults } from '../../../infra/metrics'
 import { FRESH, ReadThroughCache } from '../../../infra/read-through-cache'
 import { KeyTable, type PackedRow } from './key-table'
-import type { KeyRow } from './key-row'
+import type { KeyIdentity, KeyRow } from './key-row'
+import type { ComponentMatch } from '../../../core/component-match'
 
-export type { KeyRow, KeyStatus, OwnTerms } from './key-row'
+export type { KeyIdentity, KeyRow, KeyStatus, OwnTerms } from './key-row'
 
-export interface KeyState extends Omit<KeyRow, 'devices'> {
+export interface KeyState extends Omit<KeyRow, 'devices' | 'componentMatch' | 'identity'> {
+  /** the effective component_match (merged from the policy for a key with one) */
+  componentMatch: ComponentMatch
+  identity: KeyIdentity | null
   /** Active fingerprints: one device as the string itself (the common case), else an array. */
   devices: string | readonly string[]
   loadedAt: number
@@ -69,6 +73,7 @@ export function applyPolicy(state: KeyState, policy: PolicyTerms | null): KeySta
   state.graceMs = own.graceMs ?? policy?.graceMs ?? SETTING_DEFAULTS.grace_seconds * 1000
   state.keep = own.keep ?? policy?.keep ?? SETTING_DEFAULTS.after_expiry === 'keep'
   state.oneKeyPerDevice = policy?.oneKeyPerDevice ?? SETTING_DEFAULTS.one_key_per_device
+  state.componentMatch = own.componentMatch ?? policy?.componentMatch ?? SETTING_DEFAULTS.component_match
   state.entitlements = Object.keys(own.entitlements).length === 0 && policy ? policy.entitlements : Object.freeze(mergeEntitlements(policy?.entitlements ?? null, own.entitlements))
   state.mergedFrom = policy
   state.answer = null
@@ -245,6 +250,8 @@ export class HotState extends ReadThroughCache<KeyState> {
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
+      componentMatch: row.componentMatch ?? 'off',
+      identity: row.identity ?? null,
       mergedFrom: null,
       answer: null,
       loadedAt,

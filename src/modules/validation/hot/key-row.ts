@@ -1,5 +1,6 @@
 // What the hot state holds about one key, as read from Postgres (repo.ts loadKeyState): the row type
 // shared by the hot state (hot-state.ts) and its packed storage (key-table.ts).
+import type { ComponentMatch, Components } from '../../../core/component-match'
 import type { Entitlements, OwnEntitlements } from '../../../core/entitlements'
 
 export type KeyStatus = 'active' | 'revoked' | 'suspended' | 'expired'
@@ -34,6 +35,24 @@ export interface KeyRow {
   oneKeyPerDevice: boolean
   /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credits/leases.ts) */
   metered: boolean
+  /**
+   * Machine identity (docs/integrating.md, "Identifying machines"): the key's component_match, its own
+   * for a key with a policy (`own` then says, merged on use), else the effective one. Absent: off.
+   */
+  componentMatch?: ComponentMatch
+  /**
+   * What deciding a known fingerprint's components takes, read only when the key's rule was on at load
+   * (null: not read; a key whose rule is turned on later is read again on its next validate).
+   */
+  identity?: KeyIdentity | null
+}
+
+/** A key's machine identity in memory: only for keys whose rule is on, out of line (key-table.ts). */
+export interface KeyIdentity {
+  /** The stored components of its active fingerprints that have any; a drift updates it in place. */
+  components: Map<string, Components>
+  /** The fingerprints its active activations replaced (refused: device_mismatch). */
+  replaced: ReadonlySet<string>
 }
 
 /** What a key with a policy sets itself: an absent field is inherited. */
@@ -42,6 +61,7 @@ export interface OwnTerms {
   limit?: number
   graceMs?: number
   keep?: boolean
+  componentMatch?: ComponentMatch
   /** the key's own map: a null removes a code the policy gives */
   entitlements: OwnEntitlements
 }

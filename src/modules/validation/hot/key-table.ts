@@ -23,7 +23,8 @@
 import { randomBytes } from 'node:crypto'
 import type { Entitlements } from '../../../core/entitlements'
 import { StringIds } from './string-ids'
-import { NO_ENTITLEMENTS, type KeyRow, type KeyStatus, type OwnTerms } from './key-row'
+import { NO_ENTITLEMENTS, type KeyIdentity, type KeyRow, type KeyStatus, type OwnTerms } from './key-row'
+import type { ComponentMatch } from '../../../core/component-match'
 import { resized } from './typed-arrays'
 import { EntryDevices } from './key-devices'
 import { digestWords } from './packed-digests'
@@ -44,6 +45,9 @@ const FIRST_ROOM = 1024
 interface Terms {
   entitlements: Entitlements
   own: OwnTerms | null
+  /** machine identity: only keys whose rule is on hold anything here (key-row.ts) */
+  componentMatch: ComponentMatch
+  identity: KeyIdentity | null
 }
 
 /** One entry's fields as a row (hot-state.ts makes its object from it). */
@@ -188,9 +192,11 @@ export class KeyTable {
     if (row.keep) f |= KEEP
     if (row.oneKeyPerDevice) f |= ONE_KEY_PER_DEVICE
     if (row.metered) f |= METERED
-    if (Object.keys(row.entitlements).length > 0 || row.own !== null) {
+    const componentMatch = row.componentMatch ?? 'off'
+    const identity = row.identity ?? null
+    if (Object.keys(row.entitlements).length > 0 || row.own !== null || identity !== null || componentMatch !== 'off') {
       f |= OUT_TERMS
-      this.terms.set(e, { entitlements: row.entitlements, own: row.own })
+      this.terms.set(e, { entitlements: row.entitlements, own: row.own, componentMatch, identity })
     }
     this.devices.set(e, row.devices)
     this.flags[e] = f
@@ -294,6 +300,8 @@ export class KeyTable {
       own: terms?.own ?? null,
       oneKeyPerDevice: (f & ONE_KEY_PER_DEVICE) !== 0,
       metered: (f & METERED) !== 0,
+      componentMatch: terms?.componentMatch ?? 'off',
+      identity: terms?.identity ?? null,
     }
   }
 
