@@ -31,3 +31,8 @@ create index activations_key_components on activations (key_id) where status = '
 
 -- Validate answers refused device_mismatch, per day (GET /v1/analytics/validations).
 alter table analytics_daily_validations add column device_mismatch bigint not null default 0;
+
+-- A rebind's change is in force on every node only once its invalidation is: until then (bounded,
+-- should the rebinding node die first) no other fingerprint may take the activation over, so two
+-- devices racing for one seat never both end up answered valid (modules/activations/identity.ts).
+alter table activations add column rebind_held_until timestamptz;

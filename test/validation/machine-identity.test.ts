@@ -111,7 +111,7 @@ test('rule on: match and drift are valid, a mismatch or missing components is de
   const c = machine()
   // with the rule on, a new device without components is refused before any seat is taken
   expect((await validate(h.call, token, { key: key.key_value, device_fingerprint: fp })).body).toEqual({ valid: false, reason: 'device_mismatch' })
-  expect(await rows(key.id)).toEqual([])
+  expect((await rows(key.id)).length).toBe(0)
   expect((await validate(h.call, token, { key: key.key_value, device_fingerprint: fp, components: c })).body).toMatchObject({ valid: true, activations_used: 1 })
   const [first] = await rows(key.id)
   expect(first!.components).toEqual(c)

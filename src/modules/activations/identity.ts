@@ -12,7 +12,7 @@
 //     in the same transaction. The caller makes it in force on every node before answering.
 // otherwise: null, and the seat steps go on as before (a new activation stores the components).
 import { componentsMatch, pickRebind, sameComponents, withReplaced, type Components } from '../../core/component-match'
-import type { Tx } from '../../infra/db'
+import type { Sql, Tx } from '../../infra/db'
 import { emit, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 import { activationColumns, toActivation, type ActivationRow, type SeatDevice, type SeatKey } from './repo'
@@ -31,13 +31,16 @@ type Candidate = {
   components: Components | null
   replaced_fingerprints: string[]
   last_validated_at: Date | null
+  /** a rebind of it is not yet in force on every node */
+  rebind_held: boolean
 }
 
 /**
- * The component step for a locked key whose rule is on. `contested`: the fingerprints whose stored
- * components the caller's memory saw match (validate's hot state); when an active activation has
- * replaced one of them since, another rebind won the race for that activation, and this one is
- * refused rather than taking it over in turn (two nodes rebinding one activation at once: one wins).
+ * The component step for a locked key whose rule is on. `seen`: the key's active fingerprints as the
+ * caller decided from (validate's hot state; null when it had none). A rebind whose target is not
+ * among them took a seat that changed since the caller looked: another device won that race (a clone
+ * rebinding first, or activating first), and this one is refused rather than taking the seat over in
+ * turn, so two devices racing never both end up valid on one seat (one wins, the other is refused).
  * Returns null when the seat steps decide (a new device matching nothing).
  */
 export async function identityStep(
@@ -45,13 +48,16 @@ export async function identityStep(
   key: SeatKey,
   device: SeatDevice,
   actor: Actor,
-  contested: readonly string[] = [],
+  seen: readonly string[] | null = null,
+  /** how long a rebind holds the activation at most (released by `releaseRebindHold` once in force) */
+  holdMs = 30_000,
 ): Promise<IdentityStep | null> {
   const rule = key.component_match
   const sent = device.components ?? null
   // With the rule on, a device that sends no components is refused before any seat is taken.
   if (sent === null) return { kind: 'mismatch' }
-  const active = await tx<Candidate[]>`select id, device_fingerprint, components, replaced_fingerprints, last_validated_at
+  const active = await tx<Candidate[]>`select id, device_fingerprint, components, replaced_fingerprints, last_validated_at,
+      coalesce(rebind_held_until > now(), false) as rebind_held
     from activations where key_id = ${key.id} and status = 'active'`
   const fingerprint = device.fingerprint
   const mine = active.find((a) => a.device_fingerprint === fingerprint)
@@ -63,8 +69,6 @@ export async function identityStep(
   }
   // 6b
   if (active.some((a) => a.replaced_fingerprints.includes(fingerprint))) return { kind: 'mismatch' }
-  // a rebind of the activation the caller saw matching happened meanwhile: this one lost the race
-  if (contested.length > 0 && active.some((a) => a.replaced_fingerprints.some((f) => contested.includes(f)))) return { kind: 'mismatch' }
   // 6c
   const target = pickRebind(
     rule,
@@ -72,7 +76,10 @@ export async function identityStep(
     active.map((a) => ({ item: a, components: a.components, lastValidatedAt: a.last_validated_at?.getTime() ?? null })),
   )
   if (target === null) return null
-  const activation = await rebind(tx, target, device, sent)
+  // the seat changed hands since the caller looked, or its last rebind is not yet in force on every
+  // node: this device lost the race for it
+  if (target.rebind_held || (seen !== null && !seen.includes(target.device_fingerprint))) return { kind: 'mismatch' }
+  const activation = await rebind(tx, target, device, sent, holdMs)
   await emit(
     tx,
     key.account_id,
@@ -98,12 +105,18 @@ async function storeComponents(tx: Tx, a: Candidate, sent: Components): Promise<
  * 6c: the activation takes the new fingerprint and components; its id, seat, activated_at and name stay,
  * and the old fingerprint leads its replaced list (newest first, at most 8: core/component-match.ts).
  */
-async function rebind(tx: Tx, target: Candidate, device: SeatDevice, sent: Components): Promise<Activation> {
+async function rebind(tx: Tx, target: Candidate, device: SeatDevice, sent: Components, holdMs: number): Promise<Activation> {
   const replaced = withReplaced(target.replaced_fingerprints, target.device_fingerprint)
   const changed = target.components === null || !sameComponents(target.components, sent)
   const [row] = await tx<ActivationRow[]>`update activations set device_fingerprint = ${device.fingerprint},
       components = ${tx.json(sent)}, components_changed_at = ${changed ? tx`now()` : tx`components_changed_at`},
-      replaced_fingerprints = ${replaced}::text[], last_validated_at = now(), app_version = coalesce(${device.appVersion}, app_version)
+      replaced_fingerprints = ${replaced}::text[], last_validated_at = now(), app_version = coalesce(${device.appVersion}, app_version),
+      rebind_held_until = now() + make_interval(secs => ${holdMs / 1000})
     where id = ${target.id} returning ${activationColumns(tx)}`
   return toActivation(row!)
+}
+
+/** A rebind is in force on every node: the activation may be taken over again (a failed write: the hold runs out). */
+export async function releaseRebindHold(sql: Sql, activationId: string): Promise<void> {
+  await sql`update activations set rebind_held_until = null where id = ${activationId} and rebind_held_until is not null`
 }

@@ -33,7 +33,7 @@ import {
   type SeatKey,
   type SlotResult,
 } from './repo'
-import { identityStep, type IdentityStep } from './identity'
+import { identityStep, releaseRebindHold, type IdentityStep } from './identity'
 
 export type SeatDeps = Pick<Deps, 'sql' | 'bus' | 'log' | 'config'>
 
@@ -97,8 +97,8 @@ export async function claimSeat<T = undefined>(
   device: SeatDevice,
   actor: Actor,
   inClaim?: InClaim<T>,
-  /** validate: the fingerprints whose components its memory saw match (identity.ts `identityStep`) */
-  contested: readonly string[] = [],
+  /** validate: the key's active fingerprints its memory decided from (identity.ts `identityStep`) */
+  seen: readonly string[] | null = null,
 ): Promise<ClaimResult<T>> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
     const key = await lockKeyForSeat(tx, accountId, where)
@@ -106,7 +106,7 @@ export async function claimSeat<T = undefined>(
     if (key.status === 'revoked') return { kind: 'revoked', key }
     if (key.suspended) return { kind: 'suspended', key }
     if (key.expired) return { kind: 'expired', key }
-    const identity = key.component_match === 'off' ? null : await identityStep(tx, key, device, actor, contested)
+    const identity = key.component_match === 'off' ? null : await identityStep(tx, key, device, actor, seen, seatHoldMs(deps.config))
     if (identity?.kind === 'mismatch') return { kind: 'mismatch', key }
     const seat = identity ?? (await takeSeat(tx, key, device, actor))
     if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
@@ -117,6 +117,11 @@ export async function claimSeat<T = undefined>(
     // returns (the bus waits until the drop is in force, as for a release). With the rule on, a new
     // device's components must reach every node's memory too, so the key is read again everywhere.
     await deps.bus.publish({ kind: 'key', accountId, keyHash: result.key.key_hash })
+    if (result.kind === 'rebound') {
+      await releaseRebindHold(deps.sql, result.activation.id).catch((err) =>
+        deps.log.warn({ err: String(err) }, 'releasing a rebind hold failed; it runs out on its own'),
+      )
+    }
   } else if (result.kind === 'created' && result.expirySet) {
     // The first activation started the key's term (expiry_basis first_activation): every node reads
     // the key again, with its expiry, before the answer. The activation is committed either way, so a

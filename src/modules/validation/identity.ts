@@ -34,15 +34,20 @@ export function identityVerdict(state: KeyState, identity: KeyIdentity, fingerpr
     return sameComponents(stored, sent) ? KNOWN : DRIFT
   }
   if (identity.replaced.has(fingerprint)) return MISMATCH
-  if (contestedBy(state, identity, sent).length > 0) return CLAIM
+  if (contested(state, identity, sent)) return CLAIM
   return deviceCount(state) >= state.limit && !state.oneKeyPerDevice ? LIMIT : CLAIM
 }
 
-/** The active fingerprints whose stored components `sent` matches: a rebind's candidates as memory sees them. */
-export function contestedBy(state: KeyState, identity: KeyIdentity, sent: Components): string[] {
-  const out: string[] = []
+/** Whether `sent` matches the stored components of an active fingerprint: a rebind's candidate, as memory sees it. */
+function contested(state: KeyState, identity: KeyIdentity, sent: Components): boolean {
   for (const [fingerprint, stored] of identity.components) {
-    if (hasDevice(state, fingerprint) && componentsMatch(state.componentMatch, stored, sent)) out.push(fingerprint)
+    if (hasDevice(state, fingerprint) && componentsMatch(state.componentMatch, stored, sent)) return true
   }
-  return out
+  return false
+}
+
+/** The key's active fingerprints as memory holds them (what a seat decision in Postgres was decided from). */
+export function deviceList(state: KeyState): readonly string[] {
+  const d = state.devices
+  return typeof d === 'string' ? [d] : d
 }

@@ -19,7 +19,7 @@ import type { Principal } from '../../core/principal'
 import { missingEntitlements } from '../../core/entitlements'
 import { claimSeat } from '../activations/service'
 import { Check, countryOf } from './check'
-import { contestedBy, DRIFT, identityVerdict, KNOWN, LIMIT, MISMATCH } from './identity'
+import { deviceList, DRIFT, identityVerdict, KNOWN, LIMIT, MISMATCH } from './identity'
 import { Holders } from './holders'
 import { applyPolicy, deviceCount, hasDevice, HotState, hotKeyOf, keyHashOf, type KeyRef, type KeyState } from './hot/hot-state'
 import { ImportedLookup, type Found } from './imported'
@@ -34,9 +34,6 @@ import { expiryRefused, REFUSED, validAnswer, validAnswerOf, type Terms } from '
 
 /** Key value as sent → its hot-state key and the entry's object last answered, for recently validated keys (see infra/digest-memo.ts). */
 const KNOWN_KEY_VALUES = 65_536
-
-/** No activation that memory saw the components match (identity.ts contestedBy). */
-const NOT_CONTESTED: readonly string[] = Object.freeze([])
 
 /** A metered key's spending set aside for a new device: given back when the activation is refused. */
 interface SetAside {
@@ -208,7 +205,7 @@ export class ValidationEngine {
     // Every seat is taken as far as this node knows; deactivations invalidate this entry everywhere.
     // (With one_key_per_device, device_already_used comes first and only Postgres knows it.)
     if (deviceCount(state) >= state.limit && !state.oneKeyPerDevice) return this.refuse(check, 'activation_limit')
-    return this.newDevice(check, state, NOT_CONTESTED)
+    return this.newDevice(check, state, null)
   }
 
   /** A device holding a seat: valid (a metered key spends its cost). */
@@ -231,7 +228,7 @@ export class ValidationEngine {
     const identity = state.identity
     if (identity === null) {
       this.hot.invalidate(check.hotKey)
-      return sent === null ? this.refuse(check, 'device_mismatch') : this.newDevice(check, state, NOT_CONTESTED)
+      return sent === null ? this.refuse(check, 'device_mismatch') : this.newDevice(check, state, null)
     }
     switch (identityVerdict(state, identity, check.fingerprint, sent)) {
       case DRIFT:
@@ -244,21 +241,25 @@ export class ValidationEngine {
       case LIMIT:
         return this.refuse(check, 'activation_limit')
       default:
-        return this.newDevice(check, state, contestedBy(state, identity, sent!))
+        return this.newDevice(check, state, deviceList(state))
     }
   }
 
-  /** A device new to this node: its seat (or, with machine identity, its rebind) is decided in Postgres. */
-  private newDevice(check: Check, state: KeyState, contested: readonly string[]): ValidateAnswer | Promise<ValidateAnswer> {
+  /**
+   * A device new to this node: its seat (or, with machine identity, its rebind) is decided in Postgres.
+   * `seen`: with machine identity, the active fingerprints memory decided from (a race's loser is
+   * refused: activations/identity.ts); null otherwise.
+   */
+  private newDevice(check: Check, state: KeyState, seen: readonly string[] | null): ValidateAnswer | Promise<ValidateAnswer> {
     const { body, now } = check
     const held = check.held() // the claim waits on Postgres
-    if (!state.metered) return this.activate(held, state, null, contested)
+    if (!state.metered) return this.activate(held, state, null, seen)
     // A metered key's new device: the cost is set aside first (credits_exhausted records no
     // activation), and given back when the activation is refused after all.
     const cost = body.cost ?? 1
     const spent = this.credits.spend(check.hotKey, state.accountId, state.productId, cost, now)
     const then = (s: Spent): ValidateAnswer | Promise<ValidateAnswer> =>
-      s.ok ? this.activate(held, state, { cost, remaining: s.remaining, from: s.from }, contested) : this.exhausted(held.at(Date.now()), s)
+      s.ok ? this.activate(held, state, { cost, remaining: s.remaining, from: s.from }, seen) : this.exhausted(held.at(Date.now()), s)
     return spent instanceof Promise ? spent.then(then) : then(spent)
   }
 
@@ -301,14 +302,14 @@ export class ValidationEngine {
   }
 
   /** A device new to this node: the seat decision in Postgres, under the key row lock. `check`: held (its own). */
-  private async activate(check: Check, cached: KeyState, credits: SetAside | null, contested: readonly string[]): Promise<ValidateAnswer> {
+  private async activate(check: Check, cached: KeyState, credits: SetAside | null, seen: readonly string[] | null): Promise<ValidateAnswer> {
     const { hotKey, fingerprint, body } = check
     const appVersion = body.app_version ?? null
     const components = body.components ?? null
     const device = { fingerprint, appVersion, country: countryOf(check.country), name: body.device_name ?? null, components }
     let result: Awaited<ReturnType<typeof claimSeat>>
     try {
-      result = await claimSeat(this.deps, check.account, { keyHash: keyHashOf(hotKey) }, device, DEVICE, undefined, contested)
+      result = await claimSeat(this.deps, check.account, { keyHash: keyHashOf(hotKey) }, device, DEVICE, undefined, seen)
     } catch (err) {
       if (credits) this.credits.refund(credits.from, credits.cost)
       throw err
