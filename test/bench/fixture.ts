@@ -14,9 +14,15 @@ export interface BenchKey {
   fingerprint: string
   /** the node's valid answer for that key and device, as JSON */
   answer: string
+  /** with `componentMatch`: the same request without its components */
+  bodyWithout?: string
 }
 
-export async function prepareBenchKey(url: string): Promise<BenchKey> {
+/**
+ * `componentMatch` (machine identity): the key has this rule and the device is activated with five
+ * components (as the SDK's machineIdentity() sends them); `body` sends them, `bodyWithout` does not.
+ */
+export async function prepareBenchKey(url: string, opts: { componentMatch?: string } = {}): Promise<BenchKey> {
   const call = async (method: string, path: string, token: string, body?: unknown) => {
     const res = await fetch(url + path, {
       method,
@@ -28,7 +34,8 @@ export async function prepareBenchKey(url: string): Promise<BenchKey> {
   const acct = await call('POST', '/admin/accounts', ADMIN_TOKEN, { name: 'Bench', plan: 'enterprise' })
   const token: string = acct.api_key.token
   const product = await call('POST', '/v1/products', token, { name: 'Bench', slug: 'bench' })
-  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3 })
+  const withRule = opts.componentMatch !== undefined
+  const key = await call('POST', '/v1/keys', token, { product_id: product.id, activation_limit: 3, ...(withRule ? { component_match: opts.componentMatch } : {}) })
   if (process.env.BENCH_SIGNING_KEY) {
     // signed answers by a signing key (with its certificate) rather than the root; a node without
     // signing keys (an older checkout) answers 404 and keeps signing with its one key
@@ -36,10 +43,12 @@ export async function prepareBenchKey(url: string): Promise<BenchKey> {
     if (created.kid) await call('POST', `/v1/signing-keys/${created.kid}/activate`, token, {})
   }
   const fingerprint = randomBytes(32).toString('hex')
-  const body = JSON.stringify({ key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' })
+  const plain = { key: key.key_value, device_fingerprint: fingerprint, app_version: '1.0.0' }
+  const components = Object.fromEntries(['machine_id', 'board', 'disk', 'mac', 'cpu'].map((n) => [n, randomBytes(32).toString('hex')]))
+  const body = JSON.stringify(withRule ? { ...plain, components } : plain)
   const first = await call('POST', '/v1/validate', token, JSON.parse(body))
   if (first.valid !== true) throw new Error(`bench key does not validate: ${JSON.stringify(first)}`)
-  return { token, body, keyValue: key.key_value as string, fingerprint, answer: JSON.stringify(first) }
+  return { token, body, keyValue: key.key_value as string, fingerprint, answer: JSON.stringify(first), ...(withRule ? { bodyWithout: JSON.stringify(plain) } : {}) }
 }
 
 type Service = 'DATABASE_URL' | 'NATS_URL' | 'REDIS_URL'

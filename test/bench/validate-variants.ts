@@ -8,6 +8,9 @@
 //   A variant's ROOT runs the node of another checkout (e.g. a `git worktree` of an older commit).
 //   BENCH_NONCE=bench-nonce-0123456789abcdef_XYZ: signed validate (e.g. before/after a change to signing);
 //   BENCH_SIGNING_KEY=1 with it: signed by an active signing key (answers carry its certificate), not the root.
+//   BENCH_COMPONENTS=1: machine identity on one node: the same key and device validated without and
+//   with five components (rule off), and a key with component_match most validated with them (the
+//   target: with components ≥ 0.95x of without, docs/integrating.md "Identifying machines").
 //
 // A program, not a test: it prints figures and asserts nothing.
 import { spawn, spawnSync } from 'bun'
@@ -67,7 +70,13 @@ try {
     return { url: `http://127.0.0.1:${port}`, pid: child.pid }
   }
   const servers: { name: string; url: string; pid: number; key: BenchKey }[] = []
-  for (const [name, extra] of Object.entries(VARIANTS)) {
+  if (process.env.BENCH_COMPONENTS === '1') {
+    const node = await start([join(ROOT, 'src/main.ts')], {})
+    const off = await prepareBenchKey(node.url, { componentMatch: 'off' })
+    servers.push({ name: 'without components', ...node, key: { ...off, body: off.bodyWithout! } })
+    servers.push({ name: 'with components (rule off)', ...node, key: off })
+    servers.push({ name: 'with components (rule most)', ...node, key: await prepareBenchKey(node.url, { componentMatch: 'most' }) })
+  } else for (const [name, extra] of Object.entries(VARIANTS)) {
     const { ROOT: root, ...env } = extra
     const s = await start([join(root ?? ROOT, 'src/main.ts')], env)
     servers.push({ name, ...s, key: await prepareBenchKey(s.url) })
@@ -97,6 +106,13 @@ try {
     }
   }
   const s = results.at(-1)!
+  if (process.env.BENCH_COMPONENTS === '1') {
+    const base = results[0]!
+    for (const i of [1, 2]) {
+      const ratio = median(results[i]!.rps.map((x, k) => x / base.rps[k]!))
+      console.log(`${servers[i]!.name}: ${ratio.toFixed(3)}x the throughput of ${servers[0]!.name} (paired within rounds; target ≥ 0.95x)`)
+    }
+  }
   console.log(`validate, ${ROUNDS} alternating rounds of wrk -t2 -c50 -d${SECONDS}s (medians; ratios to (s) paired within rounds):`)
   for (const [i, srv] of servers.entries()) {
     const r = results[i]!
