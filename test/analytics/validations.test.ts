@@ -9,8 +9,8 @@ import { daysBefore, utcToday } from './fixtures'
 setDefaultTimeout(60_000)
 const h = useHarness({ env: { FLUSH_INTERVAL_MS: '100' } })
 
-const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited', 'suspended', 'entitlements_missing', 'device_already_used', 'credits_exhausted']
-const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0, suspended: 0, entitlements_missing: 0, device_already_used: 0, credits_exhausted: 0 }
+const FIELDS = ['date', 'valid', 'not_found', 'revoked', 'expired', 'activation_limit', 'rate_limited', 'suspended', 'entitlements_missing', 'device_already_used', 'credits_exhausted', 'device_mismatch']
+const zero = { valid: 0, not_found: 0, revoked: 0, expired: 0, activation_limit: 0, rate_limited: 0, suspended: 0, entitlements_missing: 0, device_already_used: 0, credits_exhausted: 0, device_mismatch: 0 }
 const validations = (token: string, query = '') => h.call('GET', `/v1/analytics/validations${query}`, { token })
 const validate = (token: string, body: Record<string, unknown>) => h.call('POST', '/v1/validate', { token, body })
 
@@ -150,10 +150,10 @@ test('the in-memory counts: per account, product and day; a day that ends keeps 
   const rows = counts.take(day + 300)
   const key = (r: { day: string; account: string; product: string }) => `${r.day} ${r.account} ${r.product}`
   expect(Object.fromEntries(rows.map((r) => [key(r), r.counts]))).toEqual({
-    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0, 0, 0, 0, 0],
-    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0, 0, 0, 0, 0],
-    '2026-11-23 acct_b prod_2': [0, 0, 0, 0, 1, 0, 0, 0, 0, 0],
-    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a prod_1': [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_a ': [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    '2026-11-23 acct_b prod_2': [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0],
+    '2026-11-24 acct_a prod_1': [1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
   })
   expect(counts.take(day + 400)).toEqual([]) // taken once
 })

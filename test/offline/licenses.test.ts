@@ -81,6 +81,8 @@ describe('issuing', () => {
       expires_at,
       entitlements: {},
       kid: envelopeOf(license).kid,
+      components: null,
+      component_match: 'off',
     })
     expect(envelopeOf(license).certificate).toBeUndefined()
     expect(payloadOf(license)).toEqual(payload)

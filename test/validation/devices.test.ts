@@ -119,7 +119,9 @@ test('POST /v1/devices lists the active devices oldest first, with the key count
   expect(res.body.devices).toHaveLength(2)
   expect(res.body.devices.map((d: any) => d.device_fingerprint)).toEqual([fps[0], fps[2]])
   for (const d of res.body.devices) {
-    expect(Object.keys(d).sort()).toEqual(['activated_at', 'app_version', 'country', 'device_fingerprint', 'device_name', 'last_validated_at'])
+    expect(Object.keys(d).sort()).toEqual([
+      'activated_at', 'app_version', 'components', 'components_changed_at', 'country', 'device_fingerprint', 'device_name', 'last_validated_at', 'replaced_fingerprints',
+    ])
     expect(Date.parse(d.activated_at)).toBeGreaterThan(0)
     expect(Date.parse(d.last_validated_at)).toBeGreaterThanOrEqual(Date.parse(d.activated_at))
   }

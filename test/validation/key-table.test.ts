@@ -19,7 +19,8 @@ function row(over: Partial<PackedRow> = {}): PackedRow {
 
 const asRead = (r: PackedRow) => {
   const d = r.devices
-  return { ...r, devices: typeof d === 'string' || d.length !== 1 ? d : d[0] }
+  // a row without machine identity reads back as rule off, no identity held
+  return { ...r, devices: typeof d === 'string' || d.length !== 1 ? d : d[0], componentMatch: r.componentMatch ?? 'off', identity: r.identity ?? null }
 }
 
 test('digests decode to their bytes', () => {
