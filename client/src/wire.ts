@@ -266,7 +266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; device_mismatch: machine identity (the key's component_match) refused the device: its components do not match, none were sent, or its fingerprint was replaced; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -402,6 +402,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description The device's components (machine identity); null = omitted */
+                    components?: {
+                        [key: string]: string;
+                    } | null;
                     /** @description 64 hex characters (e.g. a SHA-256 of hardware identifiers); case-insensitive */
                     device_fingerprint: string;
                     /** @example ABCDE-FGHJK-MNPQR-STVWX-YZ012 */
@@ -470,7 +474,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; device_mismatch: machine identity (the key's component_match) refused the device: its components do not match, none were sent, or its fingerprint was replaced; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
             409: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -544,6 +548,10 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": {
+                    /** @description The device's components (machine identity); null = omitted */
+                    components?: {
+                        [key: string]: string;
+                    } | null;
                     /** @example ABCDE-FGHJK-MNPQR-STVWX-YZ012 */
                     key: string;
                     /** @description When given, must be the key's product, else 404 */
@@ -579,6 +587,15 @@ export interface operations {
                              */
                             activated_at: string;
                             app_version: string | null;
+                            /** @description The latest components sent for this fingerprint, {name: hash}; null when none were ever sent */
+                            components: {
+                                [key: string]: string;
+                            } | null;
+                            /**
+                             * Format: date-time
+                             * @description When the stored components last changed
+                             */
+                            components_changed_at: string | null;
                             country: string | null;
                             device_fingerprint: string;
                             device_name: string | null;
@@ -587,6 +604,8 @@ export interface operations {
                              * @example 2026-11-22T10:00:00.000Z
                              */
                             last_validated_at: string | null;
+                            /** @description Fingerprints this device was rebound from, newest first (at most 8) */
+                            replaced_fingerprints: string[];
                         }[];
                         /** @enum {string} */
                         status: "active" | "revoked" | "suspended" | "expired";
@@ -791,6 +810,10 @@ export interface operations {
             content: {
                 "application/json": {
                     app_version?: string | null;
+                    /** @description The device's components (machine identity); null = omitted */
+                    components?: {
+                        [key: string]: string;
+                    } | null;
                     /** @description Metered keys: credits this call spends when valid (0..1,000,000, default 1; 0 checks without spending). Ignored for unmetered keys. */
                     cost?: number;
                     /** @description 64 hex characters (e.g. a SHA-256 of hardware identifiers); case-insensitive */
@@ -851,7 +874,7 @@ export interface operations {
                         /** @description With entitlements_missing only: the required codes the key lacks, in request order */
                         missing?: string[];
                         /** @enum {string} */
-                        reason: "not_found" | "revoked" | "suspended" | "expired" | "entitlements_missing" | "device_already_used" | "activation_limit" | "credits_exhausted";
+                        reason: "not_found" | "revoked" | "suspended" | "expired" | "entitlements_missing" | "device_already_used" | "activation_limit" | "credits_exhausted" | "device_mismatch";
                         /**
                          * Format: date-time
                          * @description With credits_exhausted only: the next refill, or null when the key has no refill rule

@@ -46,6 +46,13 @@ test('every event type is produced, and each payload matches its documented sche
   const [released] = await sql<{ status: string }[]>`select status from activations where key_id = ${key.id} and device_fingerprint = ${idle}`
   expect(released!.status).toBe('deactivated')
 
+  // machine identity: a reinstalled machine (new fingerprint, matching components) is rebound
+  const identity = await newKey(h.call, token, product.id, { component_match: 'most' })
+  const parts = { machine_id: 'a'.repeat(64), disk: 'b'.repeat(64), cpu: 'c'.repeat(64) }
+  ok(await h.call('POST', '/v1/validate', { token, body: { key: identity.key_value, device_fingerprint: fingerprint(), components: parts } }), 'validate')
+  const rebound = ok(await h.call('POST', '/v1/validate', { token, body: { key: identity.key_value, device_fingerprint: fingerprint(), components: { ...parts, cpu: 'd'.repeat(64) } } }), 'rebind')
+  expect(rebound.valid).toBe(true)
+
   // expiry (the sweeper), revocation
   const expiring = await newKey(h.call, token, product.id, { expires_at: new Date(Date.now() + 86_400_000).toISOString() })
   await sql`update license_keys set expires_at = now() - interval '1 second' where id = ${expiring.id}`

@@ -45,6 +45,7 @@ describe('policies', () => {
       release_after_seconds: null,
       deactivations_allowed: null,
       entitlements: {},
+      component_match: 'off',
       credits: null,
       metadata: {},
       keys: 0,
