@@ -275,7 +275,7 @@ test('overview: cards, activations and validations by outcome with their range s
   // Outcomes are counted in memory and written every FLUSH_INTERVAL_MS: wait until the API has them.
   const sums = async (q = '') => {
     const days = (await h.call('GET', `/v1/analytics/validations${q}`, { token: acct.token })).body as Record<string, number>[]
-    const keys = ['valid', 'activation_limit', 'expired', 'suspended', 'entitlements_missing', 'device_already_used', 'credits_exhausted', 'revoked', 'not_found', 'rate_limited']
+    const keys = ['valid', 'activation_limit', 'expired', 'suspended', 'entitlements_missing', 'device_already_used', 'credits_exhausted', 'device_mismatch', 'revoked', 'not_found', 'rate_limited']
     return Object.fromEntries(keys.map((k) => [k, days.reduce((s, d) => s + d[k], 0)]))
   }
   const deadline = Date.now() + 20_000
@@ -306,6 +306,7 @@ test('overview: cards, activations and validations by outcome with their range s
     'Missing entitlement ' + all.entitlements_missing,
     'Device used another key ' + all.device_already_used,
     'Credits exhausted ' + all.credits_exhausted,
+    'Device mismatch ' + all.device_mismatch,
     'Revoked ' + all.revoked,
     'Unknown key ' + all.not_found,
     'Over daily limit ' + all.rate_limited,
