@@ -239,11 +239,14 @@ export class Keyward {
    * Checks an offline license text on this device (signature, device, product, expiry, clock), with
    * only the pinned root: a license signed by a signing key carries its certificate. A signer the
    * cached key set marks revoked is refused (`signing_key_revoked`: sync the license for a new one).
+   * With no text: the license stored by `activateOffline` (`malformed` when there is none).
    */
   async verifyLicense(text?: string): Promise<LicenseResult> {
-    // No text: the license this device got by offline activation (docs/integrating.md, "Customers without a network").
-    const license = text ?? (await this.airGap.license())
-    return this.checkLicenseText(license ?? '', 'online')
+    if (text !== undefined) return this.checkLicenseText(text, 'online')
+    // No text: the license this device got by air-gapped activation (docs/integrating.md, "Customers
+    // without a network"), checked without the network (such a device has none to wait for): the
+    // certificate beside the signature, and the cached key set if any, decide.
+    return this.checkLicenseText((await this.airGap.license()) ?? '', 'offline')
   }
 
   /**
