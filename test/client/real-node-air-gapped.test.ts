@@ -5,7 +5,7 @@
 // only the pinned root (also after a signing key rotation: the response carries the certificate); the
 // device's deactivation code releases the seat on the node, and the device checks the receipt.
 import { beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { newKey, useHarness } from '../support/harness'
+import { fingerprint as randomFingerprint, newKey, useHarness } from '../support/harness'
 import { Keyward, memoryStorage, OfflineResponseError, type FetchLike, type KeywardStorage } from '../../client/src/index.ts'
 import { qrText } from '../../client/src/qr.ts'
 import { vendorOn } from './vendor'
@@ -27,9 +27,9 @@ const noNetwork: FetchLike = async () => {
   throw new TypeError('fetch failed: no network')
 }
 
-/** The app on the air-gapped device: configured as shipped, but nothing it sends arrives. */
+/** The app on an air-gapped device (a computer of its own: its own fingerprint): configured as shipped, but nothing it sends arrives. */
 const device = (storage: KeywardStorage = memoryStorage()) =>
-  new Keyward({ baseUrl: h.node.url, token: validateToken, rootPublicKey: root, productId, storage, retries: 0, fetch: noNetwork })
+  new Keyward({ baseUrl: h.node.url, token: validateToken, rootPublicKey: root, productId, storage, retries: 0, fetch: noNetwork, fingerprint: randomFingerprint() })
 
 async function keyDetail(id: string) {
   const res = await h.call('GET', `/v1/keys/${id}`, { token })
