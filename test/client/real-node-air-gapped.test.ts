@@ -62,6 +62,16 @@ test('request → response → license on the device; deactivation code → rece
   const seat = detail.activations.find((a: { id: string }) => a.id === activated.body.activation_id)
   expect(seat).toMatchObject({ status: 'active', device_name: 'Ship bridge PC', device_fingerprint: await app.fingerprint() })
 
+  // A renewal (the license nears its end): a new request from the same device finds the same seat,
+  // and its response replaces the stored license.
+  const renewal = await app.offlineActivationRequest({ key: key.key_value, deviceName: 'Ship bridge PC' })
+  const renewed = await h.call('POST', '/v1/offline/activations', { token: validateToken, body: { request: renewal, ttl_seconds: 86_400 } })
+  expect([200, 201]).toContain(renewed.status)
+  expect(renewed.body.activation_id).toBe(activated.body.activation_id)
+  const replaced = await app.activateOffline(renewed.body.response)
+  expect(replaced.license.activation_id).toBe(activated.body.activation_id)
+  expect((await keyDetail(key.id)).activations_used).toBe(1)
+
   // The key's only seat is taken: another device's request is refused as validate would refuse it.
   const other = await device().offlineActivationRequest({ key: key.key_value })
   const refused = await h.call('POST', '/v1/offline/activations', { token: validateToken, body: { request: other } })
@@ -77,7 +87,7 @@ test('request → response → license on the device; deactivation code → rece
   expect(released.body.released).toBe(true)
   const receipt = await app.verifyReceipt(released.body.receipt)
   expect(receipt.activationId).toBe(activated.body.activation_id)
-  expect(receipt.licenseId).toBe(accepted.license.id)
+  expect(receipt.licenseId).toBe(replaced.license.id)
   const twice = await h.call('POST', '/v1/offline/deactivations', { token: validateToken, body: { code: await app.offlineDeactivationRequest() } })
   expect(twice.status).toBe(200)
   expect(twice.body.receipt).toBe(released.body.receipt) // the same receipt, counted once
