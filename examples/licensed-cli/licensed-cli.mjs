@@ -147,7 +147,7 @@ switch (command) {
       break
     }
     if (stored && stored.reason !== 'malformed') fail(`the offline license is not valid here: ${stored.reason}`)
-    const key = savedKey() ?? fail('not activated: licensed-cli activate <KEY> (or activate-offline <KEY> without internet)')
+    const key = savedKey() ?? fail('not activated: licensed-cli activate <KEY>')
     if (!(await licensed(key))) process.exit(1)
     console.log('Hello from the licensed app. (Ctrl-C to quit)')
     // A floating seat is held while the app runs: validate every 5 minutes; stop if the seat is lost.
