@@ -159,7 +159,7 @@ export class AirGap {
     return state ? this.o.storage.set(name, JSON.stringify(state)) : this.o.storage.remove(name)
   }
 
-  request(input: OfflineActivationInput): Promise<string> {
+  async request(input: OfflineActivationInput): Promise<string> {
     if (!input || typeof input.key !== 'string' || input.key.trim() === '') throw new TypeError('Keyward: offlineActivationRequest needs { key }')
     if (input.deviceName !== undefined && typeof input.deviceName !== 'string') throw new TypeError('Keyward: deviceName must be a string')
     const components = checkComponents(input.components)

@@ -102,10 +102,10 @@ test('the request code: KWREQ1 + base64url JSON with the device key, a fresh url
   expect(long.code).toBe('request_too_long')
   expect(decodeRequest((await app.pendingOfflineRequest())!).nonce).toBe(again.nonce)
   // Components in a form the service refuses are refused here first.
-  expect(() => app.offlineActivationRequest({ key: KEY, components: { Disk: 'ab'.repeat(32) } })).toThrow(TypeError)
-  expect(() => app.offlineActivationRequest({ key: KEY, components: { disk: 'xyz' } })).toThrow(TypeError)
-  expect(() => app.offlineActivationRequest({ key: KEY, components: {} })).toThrow(TypeError)
-  expect(() => app.offlineActivationRequest({ key: '' })).toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, components: { Disk: 'ab'.repeat(32) } })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, components: { disk: 'xyz' } })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, components: {} })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: '' })).rejects.toThrow(TypeError)
   expect(fetches).toBe(0)
 })
 
