@@ -4,16 +4,15 @@
 import { html } from '../ui'
 
 /**
- * What an activation object says about air-gapped activation: the device key that signs its
- * deactivation code (`device_public_key`), or an explicit `offline` flag. A narrow type of its own, so
- * the page reads either without depending on the air-gapped module.
+ * What an activation object says about air-gapped activation: `offline` is true for a seat taken by a
+ * request code. A narrow type of its own, so the page reads it without depending on the air-gapped
+ * module (absent from older nodes: no mark).
  */
 export interface AirGappedFields {
-  device_public_key?: string | null
   offline?: boolean
 }
 
-export const isAirGapped = (a: AirGappedFields) => a.offline === true || (typeof a.device_public_key === 'string' && a.device_public_key !== '')
+export const isAirGapped = (a: AirGappedFields) => a.offline === true
 
 /** A badge after the device's name for a seat taken by air-gapped activation; nothing otherwise. */
 export function AirGappedMark({ a }: { a: AirGappedFields }) {
