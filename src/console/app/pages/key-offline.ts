@@ -1,6 +1,6 @@
 // Air-gapped seats on the key page (docs/integrating.md, "Customers without a network"): an activation
-// made by exchanging codes with a device that never reaches Keyward is marked, so the vendor knows it
-// cannot be released from the device's app and will never show a "last seen".
+// made by exchanging codes with a device that never reaches Keyward is marked, so the vendor knows the
+// device never validates (its "last seen" is its activation) and gives its seat back with a signed code.
 import { html } from '../ui'
 
 /**
