@@ -16,6 +16,8 @@ export const ERROR_CODES = [
   'device_already_used',
   'activation_limit',
   'deactivation_limit',
+  'request_used',
+  'invalid_deactivation',
   'key_unmetered',
   'idempotency_key_reused',
   'payload_too_large',

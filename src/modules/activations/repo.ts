@@ -122,7 +122,7 @@ export type SlotResult =
 export async function takeSeat(
   tx: Tx,
   key: SeatKey,
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string },
   actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
@@ -147,7 +147,7 @@ export async function takeSeat(
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
   const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
       app_version, country, last_validated_at, release_after_seconds)
-    values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
+    values (${device.activationId ?? newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
             ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)

@@ -43,7 +43,7 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
     await repo.updateProduct(tx, who.accountId, id, input)
     const product = (await repo.findProduct(tx, who.accountId, id))!
     // emitted only when a value changed (like key.updated)
-    if (product.name !== before.name || product.description !== before.description) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
+    if (product.name !== before.name || product.description !== before.description || product.offline_portal !== before.offline_portal) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
     return product
   })
 }
