@@ -191,7 +191,7 @@ export async function activate(deps: Deps, keys: KeyFinder, signers: Signers, do
     async (tx, key, seat) => {
       const activation = seat.activation
       // The seat's device key is the latest request's; the components sent are stored (latest), as validate stores them.
-      const sent = req.components === null ? null : JSON.stringify(req.components)
+      const sent = req.components === null ? null : tx.json(req.components as Record<string, string>)
       const [stored] = await tx<{ components: Components | null }[]>`update activations set device_public_key = ${req.device_public_key},
           device_name = coalesce(${req.device_name}, device_name),
           components_changed_at = case when ${sent}::jsonb is null or components = ${sent}::jsonb then components_changed_at else now() end,
