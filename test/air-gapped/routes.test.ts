@@ -58,7 +58,12 @@ describe('activation', () => {
     // 30 days by default
     expect(Date.parse(payload.expires_at) - Date.parse(payload.issued_at)).toBe(30 * 86400 * 1000)
     const rows = await activations(key.id)
-    expect(rows).toEqual([{ id: res.body.activation_id, status: 'active', device_public_key: device.publicKeyRaw, deactivation_reason: null }])
+    expect([...rows]).toEqual([{ id: res.body.activation_id, status: 'active', device_public_key: device.publicKeyRaw, deactivation_reason: null }])
+    // the activation object marks the seat as air-gapped (key detail, events)
+    const detail = await h.call('GET', `/v1/keys/${key.id}`, { token: acct.token })
+    expect(detail.body.activations[0]).toMatchObject({ id: res.body.activation_id, offline: true, device_name: 'Lab PC 3' })
+    const [created] = await sql()`select data from events where type = 'activation.created' and data->'activation'->>'id' = ${res.body.activation_id}`
+    expect(created.data.activation.offline).toBe(true)
     const [act] = await sql()`select device_name from activations where id = ${res.body.activation_id}`
     expect(act.device_name).toBe('Lab PC 3')
     // the license is an offline license like the others: sync renews it
@@ -110,6 +115,9 @@ describe('activation', () => {
     expect(rows).toHaveLength(1)
     expect(rows[0]!.id).toBe(res.body.activation_id)
     expect(rows[0]!.device_public_key).toBe(device.publicKeyRaw)
+    const online = await newKey(h.call, acct.token, productId)
+    await h.call('POST', '/v1/validate', { token: acct.token, body: { key: online.key_value, device_fingerprint: device.fingerprint } })
+    expect((await h.call('GET', `/v1/keys/${online.id}`, { token: acct.token })).body.activations[0].offline).toBe(false)
   })
 
   test('ttl_seconds as for offline licenses; out of range is 400', async () => {

@@ -130,7 +130,7 @@ export async function claimSeatUnless<T, A>(
   deps: SeatDeps,
   accountId: string,
   where: { id: string } | { keyHash: string },
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string; publicKey?: string },
   actor: Actor,
   before: (tx: Tx, key: SeatKey) => Promise<A | null>,
   inClaim: InClaim<T>,

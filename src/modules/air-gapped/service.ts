@@ -156,7 +156,7 @@ export async function activate(deps: Deps, keys: KeyFinder, signers: Signers, do
   const signer = await signers.current(door.accountId)
   const activationId = newId('act')
   let rule: ComponentMatch = 'off'
-  const device = { fingerprint: req.device_fingerprint, appVersion: null, country: null, name: req.device_name, activationId }
+  const device = { fingerprint: req.device_fingerprint, appVersion: null, country: null, name: req.device_name, activationId, publicKey: req.device_public_key }
   const claim = await claimSeatUnless<OfflineActivation, Before>(
     deps,
     door.accountId,
