@@ -18,16 +18,16 @@ interface Problem {
 
 /** Friendly words for the answers a customer can meet; the server's detail otherwise. */
 const REASONS: Record<string, string> = {
-  not_found: 'This licence key is not known for this product. Check that the request was made by the right app.',
-  revoked: 'This licence key has been revoked. Contact the vendor.',
-  suspended: 'This licence key is suspended. Contact the vendor.',
-  expired: 'This licence key has expired.',
-  device_mismatch: 'This computer does not match the one the licence is bound to.',
-  device_already_used: 'This computer already uses another licence key of this product.',
-  activation_limit: 'Every seat of this licence key is taken. Deactivate another computer first.',
+  not_found: 'This license key is not known for this product. Check that the request was made by the right app.',
+  revoked: 'This license key has been revoked. Contact the vendor.',
+  suspended: 'This license key is suspended. Contact the vendor.',
+  expired: 'This license key has expired.',
+  device_mismatch: 'This computer does not match the one the license is bound to.',
+  device_already_used: 'This computer already uses another license key of this product.',
+  activation_limit: 'Every seat of this license key is taken. Deactivate another computer first.',
   request_used: 'This request code was already used for a seat that has since been released. Make a new request in the app.',
   invalid_deactivation: 'This is not a valid deactivation code of an active computer. Check that it was copied whole.',
-  deactivation_limit: 'This licence key allows no more deactivations. Contact the vendor.',
+  deactivation_limit: 'This license key allows no more deactivations. Contact the vendor.',
   rate_limited: 'Too many attempts. Please wait a moment and try again.',
 }
 
@@ -112,7 +112,7 @@ function problem(box: HTMLElement, message: string) {
 
 function explain(status: number, json: Problem & Record<string, unknown>): string {
   const code = (json.reason as string | undefined) ?? json.code
-  if (status === 404) return 'This page is not available, or the licence key is not known for this product.'
+  if (status === 404) return 'This page is not available, or the license key is not known for this product.'
   if (code && REASONS[code]) return REASONS[code]
   return json.detail ?? `The server answered ${status}. Please try again.`
 }
