@@ -1,29 +1,9 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../core/values'
+import { isoDates, type Dated } from '../../core/values'
 import type { Product } from './model'
 
-type Row = {
-  id: string
-  name: string
-  slug: string
-  description: string | null
-  created_at: Date
-  updated_at: Date
-  active_keys: number
-  total_activations: number
-  offline_portal: boolean
-}
-const toProduct = (r: Row): Product => ({
-  id: r.id,
-  name: r.name,
-  slug: r.slug,
-  description: r.description,
-  created_at: iso(r.created_at)!,
-  updated_at: iso(r.updated_at)!,
-  active_keys: r.active_keys,
-  total_activations: r.total_activations,
-  offline_portal: r.offline_portal,
-})
+type Row = Dated<Product, 'created_at' | 'updated_at'>
+const toProduct = (r: Row): Product => isoDates(r, ['created_at', 'updated_at'])
 
 // Counts computed from the record, with the effective status (an expired-by-time key is not active).
 const withCounts = (sql: Sql | Tx) => sql`

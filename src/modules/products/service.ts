@@ -2,7 +2,7 @@ import type { Deps } from '../../deps'
 import { KEYS_PER_MESSAGE } from '../../infra/bus'
 import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId } from '../../infra/crypto'
-import { AppError, invalid, notFound } from '../../core/errors'
+import { AppError, invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import { byApiKey, emit } from '../events/outbox'
@@ -27,9 +27,7 @@ export async function createProduct(deps: Deps, who: Principal, input: CreatePro
 }
 
 export async function getProduct(deps: Deps, who: Principal, id: string): Promise<Product> {
-  const product = isId('prod', id) ? await repo.findProduct(deps.sql, who.accountId, id) : null
-  if (!product) throw notFound('product', id)
-  return product
+  return foundById('prod', 'product', id, () => repo.findProduct(deps.sql, who.accountId, id))
 }
 
 export const listProducts = (deps: Deps, who: Principal) => repo.listProducts(deps.sql, who.accountId)
