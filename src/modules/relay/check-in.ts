@@ -57,8 +57,8 @@ export async function checkIn(d: CheckInDeps): Promise<CheckInOutcome> {
   } catch {
     answer = null
   }
-  // The relay that the upstream no longer knows was deleted there (its seats went back to the key).
-  if (res.status === 404) return record(d, 'deleted', false, now)
+  // Only a status said by the upstream changes what the relay answers: a 401 (an unknown relay, a
+  // clock more than 5 minutes off) or a 404 (a wrong UPSTREAM_URL) is logged and changes nothing.
   if (!res.ok || !answer || !UPSTREAM_STATUSES.includes(answer.status as UpstreamStatus)) {
     d.log.warn({ status: res.status }, 'relay check-in refused by the upstream')
     return { ok: false, error: `upstream answered ${res.status}` }
