@@ -1,7 +1,8 @@
 // Relay licenses and certificates made exactly as the contract writes them (docs/integrating.md,
 // "Floating seats on your customer's network"), with node:crypto alone: a test account's root (and, when
 // asked, a signing key the root certified) signs a relay license for a request code, so the relay is
-// tested before and apart from the cloud side that issues them. Also: the relay as a subprocess.
+// tested before and apart from the cloud side that issues them (the formats as docs/api.md, "Relays",
+// writes them: the relay certificate in the envelope's relay_certificate, relay_public_key in standard base64). Also: the relay as a subprocess.
 import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:crypto'
 import { mkdtempSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -84,7 +85,7 @@ export function issueRelayLicense(account: TestAccount, requestCode: string, o: 
   const payload = {
     v: 2, kind: 'relay', id: `lic_${relayId.slice(4)}`, relay_id: relayId, account_id: account.accountId, key_id: keyId,
     product_id: o.productId ?? 'prod_01JRELAYTESTPRODUCT0000000', plan: 'team', entitlements: o.entitlements ?? { cad: true, seats_max: 10 },
-    seats, lease_seconds: o.leaseSeconds ?? 900, relay_public_key: req.relay_public_key, device_fingerprint: req.device_fingerprint,
+    seats, lease_seconds: o.leaseSeconds ?? 900, relay_public_key: Buffer.from(req.relay_public_key, 'base64url').toString('base64'), device_fingerprint: req.device_fingerprint,
     key_expires_at: o.keyExpiresAt === undefined ? null : o.keyExpiresAt, issued_at: new Date(now).toISOString(), expires_at: expiresAt, kid: signer.kid,
     ...o.payload,
   }

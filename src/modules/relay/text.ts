@@ -159,7 +159,7 @@ export function readRelayLicense(
   }
   if (!verifyLicense(signer, parsed) || p.kid !== parsed.kid) throw new RelayLicenseError('untrusted', 'the license signature does not verify with the pinned root')
   const payload = checkPayload(p)
-  if (payload.relay_public_key !== o.relayPublicKey) throw new RelayLicenseError('other_relay', "this license is for another relay's key pair (made by another `relay request`)")
+  if (!sameKey(payload.relay_public_key, o.relayPublicKey)) throw new RelayLicenseError('other_relay', "this license is for another relay's key pair (made by another `relay request`)")
   if (payload.device_fingerprint !== o.deviceFingerprint) throw new RelayLicenseError('other_machine', 'this license is for another machine (its device_fingerprint is not this one)')
   if (Date.parse(payload.expires_at) <= o.now) throw new RelayLicenseError('expired', `this license expired at ${payload.expires_at}`)
   const envelopeCert = (() => {
@@ -173,11 +173,19 @@ export function readRelayLicense(
   const relayCert = o.certificate ?? envelopeCert
   if (!relayCert) throw new RelayLicenseError('malformed', "the relay's certificate (relay_certificate) is missing")
   const scope = verifyRelayCertificate(signer, relayCert)
-  if (!scope || scope.kid !== payload.relay_id || scope.public_key !== Buffer.from(payload.relay_public_key, 'base64url').toString('base64') ||
+  if (!scope || scope.kid !== payload.relay_id || !sameKey(scope.public_key, payload.relay_public_key) ||
     scope.scope.relay_id !== payload.relay_id || scope.scope.key_id !== payload.key_id || scope.scope.seats !== payload.seats || scope.account_id !== payload.account_id) {
     throw new RelayLicenseError('untrusted', "the relay's certificate does not match the license or is not signed by its signer")
   }
   return { payload, text: text.trim() + '\n', chain: signerCert === null ? relayCert : `${relayCert} ${signerCert}` }
+}
+
+/** The raw bytes of a key written in standard base64 or base64url (the license uses the one, the request code the other). */
+const rawKey = (s: string) => (typeof s === 'string' && /^[A-Za-z0-9+/_-]{43}=?$/.test(s) ? Buffer.from(s.replace(/-/g, '+').replace(/_/g, '/'), 'base64') : null)
+const sameKey = (a: string, b: string) => {
+  const x = rawKey(a)
+  const y = rawKey(b)
+  return x !== null && y !== null && x.length === 32 && x.equals(y)
 }
 
 function checkPayload(p: Partial<RelayLicensePayload>): RelayLicensePayload {
