@@ -159,7 +159,7 @@ export function readRelayLicense(
   }
   if (!verifyLicense(signer, parsed) || p.kid !== parsed.kid) throw new RelayLicenseError('untrusted', 'the license signature does not verify with the pinned root')
   const payload = checkPayload(p)
-  if (!sameKey(payload.relay_public_key, o.relayPublicKey)) throw new RelayLicenseError('other_relay', "this license is for another relay's key pair (made by another `relay request`)")
+  if (!sameKey(payload.relay_public_key, o.relayPublicKey)) throw new RelayLicenseError('other_relay', "this license is for another relay's key pair (made by another relay request)")
   if (payload.device_fingerprint !== o.deviceFingerprint) throw new RelayLicenseError('other_machine', 'this license is for another machine (its device_fingerprint is not this one)')
   if (Date.parse(payload.expires_at) <= o.now) throw new RelayLicenseError('expired', `this license expired at ${payload.expires_at}`)
   const envelopeCert = (() => {

@@ -62,11 +62,14 @@ function SignIn({ onToken }: { onToken: (t: string) => void }) {
 
 function Dashboard({ token, onSignOut }: { token: string; onSignOut: () => void }) {
   const [state, setState] = useState<State | null>(null)
-  const [problem, setProblem] = useState<string | null>(null)
-  const [notice, setNotice] = useState<string | null>(null)
+  const [problem, showProblem] = useState<string | null>(null)
+  const [notice, showNotice] = useState<string | null>(null)
+  // one message at a time: a new one replaces the other kind
+  const setProblem = (p: string | null) => (showProblem(p), p !== null && showNotice(null))
+  const setNotice = (n: string | null) => (showNotice(n), n !== null && showProblem(null))
   const load = () =>
     call<State>(token, '/relay/api/state').then(
-      (s) => (setState(s), setProblem(null)),
+      (s) => setState(s),
       (err) => (err instanceof Refused && err.status === 401 ? onSignOut() : setProblem((err as Error).message)),
     )
   useEffect(() => {
@@ -76,8 +79,9 @@ function Dashboard({ token, onSignOut }: { token: string; onSignOut: () => void 
   }, [token])
   const release = async (lease: Lease) => {
     if (!confirm(`Release the seat of ${lease.device_name ?? lease.device_fingerprint.slice(0, 12)}? Its app is refused until a seat is free again.`)) return
-    await call(token, '/relay/api/release', { device_fingerprint: lease.device_fingerprint }).then(() => setNotice('Seat released.'), (e) => setProblem((e as Error).message))
+    const released = await call(token, '/relay/api/release', { device_fingerprint: lease.device_fingerprint }).then(() => true, (e) => (setProblem((e as Error).message), false))
     await load()
+    if (released) setNotice('Seat released.')
   }
   const install = async (e: Event) => {
     e.preventDefault()
@@ -92,8 +96,10 @@ function Dashboard({ token, onSignOut }: { token: string; onSignOut: () => void 
     }
   }
   const checkIn = async () => {
-    await call(token, '/relay/api/check-in', {}).then(() => setNotice('Checked in.'), (e) => setProblem((e as Error).message))
+    const done = await call<{ ok: boolean; error?: string }>(token, '/relay/api/check-in', {}).catch((e) => ({ ok: false, error: (e as Error).message }))
     await load()
+    if (done.ok) setNotice('Checked in.')
+    else setProblem(`The check-in did not go through: ${done.error ?? 'unknown'}. The relay keeps serving on its license.`)
   }
   if (!state) return html`<main><p class="muted" aria-busy="true">${problem ?? 'Loading…'}</p></main>`
   const l = state.license
@@ -155,4 +161,6 @@ function App() {
   </div>`
 }
 
-render(html`<${App} />`, document.getElementById('root')!)
+const root = document.getElementById('root')!
+root.textContent = '' // the boot placeholder painted from the HTML alone
+render(html`<${App} />`, root)
