@@ -70,6 +70,7 @@ export class LeasePool {
     this.license = text ? (JSON.parse(text) as RelayLicense) : null
     this.keyHash = this.store.meta('key_hash')
     this.keyPrefix = this.store.meta('key_prefix')
+    this.seen?.clear()
     const status = this.store.meta('status') as UpstreamStatus | null
     this.status = status && UPSTREAM_STATUSES.includes(status) ? status : 'valid'
     const at = this.store.meta('last_check_in_at')
@@ -87,11 +88,20 @@ export class LeasePool {
     return null
   }
 
+  /** The last key values sent and whether each is ours: apps send the same value again and again. */
+  private readonly seen = new Map<string, boolean>()
+
   /** Whether `key` (and `productId` when given) is this relay's key. */
   private isOurs(key: string, productId: string | null | undefined): boolean {
     if (this.license === null || this.keyHash === null) return false
     if (productId != null && productId !== this.license.payload.product_id) return false
-    return portableKeyHash(key) === this.keyHash
+    let ours = this.seen.get(key)
+    if (ours === undefined) {
+      ours = portableKeyHash(key) === this.keyHash
+      if (this.seen.size >= 1024) this.seen.clear() // bounded: a flood of guesses cannot grow it
+      this.seen.set(key, ours)
+    }
+    return ours
   }
 
   held(now = this.now()): number {
