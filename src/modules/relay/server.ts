@@ -85,7 +85,11 @@ function holderRoute<B>(d: RelayServerDeps, path: string, check: TypeCheck<any>,
       const problem = problemResponse(toAppError('UNKNOWN', err, d.log, requestId), requestId, CORS)
       text = await problem.text()
       response = new Response(text, { status: problem.status, headers: problem.headers })
-      if (nonce !== null && digest === null && !request.bodyUsed) digest = requestDigestOf(await readBody(request).catch(() => new Uint8Array()))
+      // A problem found before the body was read is signed over the body, when it was received (within
+      // the limit); a body over the limit was not: that answer goes out unsigned, as Keyward's 413.
+      if (nonce !== null && digest === null && !request.bodyUsed && !(Number(request.headers.get('content-length') ?? 0) > BODY_LIMIT)) {
+        digest = await readBody(request).then(requestDigestOf, () => null)
+      }
     }
     const key = nonce !== null && digest !== null ? answerKeyOf(d) : null
     if (key !== null) {
