@@ -234,3 +234,27 @@ describe('lease expiry', async () => {
     expect(answer).toMatchObject({ valid: true, activations_used: 1 })
   })
 })
+
+describe('expiry', () => {
+  test("offline, the relay serves until its license expires, then answers expired; past the key's own expiry too", async () => {
+    const account = testAccount()
+    const data = newDir()
+    const env = { KEYWARD_MACHINE_ID: 'machine-expires' }
+    const code = (await relayCli(['request', '--data', data], env)).stdout.trim()
+    const expiresAt = new Date(Date.now() + 4000).toISOString()
+    const loaded = await relayCli(['load', writeTemp(data, 'l.lic', issueRelayLicense(account, code, { expiresAt }).file), '--data', data, '--key', KEY_VALUE, '--root', account.root.publicKeyB64], env)
+    expect(loaded.code).toBe(0)
+    const relay = await startRelay(data, env) // no UPSTREAM_URL: offline
+    running.push(relay)
+    expect((await call(relay, '/v1/validate', { key: KEY_VALUE, device_fingerprint: FP(1) })).json.valid).toBe(true)
+    await Bun.sleep(Math.max(0, Date.parse(expiresAt) - Date.now() + 200))
+    expect((await call(relay, '/v1/validate', { key: KEY_VALUE, device_fingerprint: FP(1) })).json).toEqual({ valid: false, reason: 'expired' })
+    expect((await call(relay, '/v1/devices', { key: KEY_VALUE })).json.status).toBe('expired')
+
+    // a key that expired before its relay license does
+    const renewed = issueRelayLicense(account, code, { keyExpiresAt: new Date(Date.now() - 1000).toISOString() })
+    const state = await fetch(relay.url + '/relay/api/license', { method: 'POST', headers: { authorization: `Bearer ${relay.adminToken}` }, body: JSON.stringify({ license: renewed.text }) })
+    expect(state.status).toBe(200)
+    expect((await call(relay, '/v1/validate', { key: KEY_VALUE, device_fingerprint: FP(1) })).json).toEqual({ valid: false, reason: 'expired' })
+  })
+})
