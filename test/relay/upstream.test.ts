@@ -55,13 +55,25 @@ describe('a relay licensed by a real node', () => {
     expect(relays[0]).toMatchObject({ id: issued.body.relay_id, seats: 2 })
     expect(relays[0].last_check_in_at).not.toBeNull()
 
+    /** Validates until the answer is a refusal (at most 10 s: CHECK_IN_SECONDS is 1), or valid again when `valid`. */
+    const until = async (valid: boolean) => {
+      let answer: any
+      const by = Date.now() + 10_000
+      do {
+        await Bun.sleep(250)
+        answer = await app.validate({ key: key.key_value }).catch((e) => ({ error: String(e) }))
+      } while (answer.valid !== valid && Date.now() < by)
+      return answer
+    }
+    // suspended upstream: the relay answers the key's reason from its next check-in; reinstated: valid again
+    expect((await h.call('POST', `/v1/keys/${key.id}/suspend`, { token: v.token, body: {} })).status).toBe(200)
+    expect(await until(false)).toMatchObject({ valid: false, reason: 'suspended' })
+    expect((await h.call('POST', `/v1/keys/${key.id}/reinstate`, { token: v.token, body: {} })).status).toBe(200)
+    expect(await until(true)).toMatchObject({ valid: true })
+
     expect((await h.call('DELETE', `/v1/relays/${issued.body.relay_id}`, { token: v.token })).status).toBe(204)
-    let answer: any
-    const by = Date.now() + 10_000
-    do {
-      await Bun.sleep(250)
-      answer = await app.validate({ key: key.key_value }).catch((e) => ({ error: String(e) }))
-    } while (answer.valid !== false && Date.now() < by)
-    expect(answer).toMatchObject({ valid: false, reason: 'revoked' })
+    expect(await until(false)).toMatchObject({ valid: false, reason: 'revoked' })
+    // its seats went back to the key
+    expect((await h.call('GET', `/v1/keys/${key.id}`, { token: v.token })).body.activations_used).toBe(0)
   })
 })
