@@ -193,6 +193,12 @@ describe('relay serve', async () => {
     expect((await call(relay, '/v1/validate', { key: KEY_VALUE, device_fingerprint: FP(1) })).json).toMatchObject({ valid: true, activations_used: 2 })
   })
 
+  test('one relay per data folder', async () => {
+    const second = await relayCli(['serve', '--data', data, '--port', '0'], env)
+    expect(second.code).toBe(2)
+    expect(second.stderr).toContain('one relay per data folder')
+  })
+
   test('the page and its calls take the admin token', async () => {
     const page = await fetch(relay.url + '/')
     expect(page.status).toBe(200)

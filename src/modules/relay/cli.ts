@@ -121,6 +121,11 @@ async function serve(args: string[]): Promise<number> {
   const port = values.port === undefined ? 8787 : Number(values.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new RelayUsageError('--port must be 0..65535')
   const o = open(values.data)
+  const claim = o.store.claim()
+  if ('heldBy' in claim) {
+    o.store.close()
+    throw new RelayUsageError(`another relay (pid ${claim.heldBy}) serves ${values.data}: one relay per data folder`)
+  }
   const log = createLogger('info', 2)
   const pool = new LeasePool(o.store)
   const keyPair = o.store.keyPair()
@@ -158,6 +163,7 @@ async function serve(args: string[]): Promise<number> {
   checkIns?.stop()
   await server.stop()
   o.store.close()
+  claim.release()
   return 0
 }
 

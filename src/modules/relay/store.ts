@@ -5,7 +5,7 @@
 // WAL with synchronous=NORMAL: a committed write survives the process being killed (kill -9); only
 // a power loss may lose the last transactions, as any WAL database.
 import { Database } from 'bun:sqlite'
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto'
 import { rawPublicKey } from '../signing/keys'
@@ -84,6 +84,26 @@ export class RelayStore {
     return { privateKey, publicKey, publicKeyB64url: rawPublicKey(publicKey).toString('base64url') }
   }
 
+  /**
+   * Claims the folder for one serving process (`relay.pid`): two relays on one folder would lease the
+   * same seats twice. A pid file left by a killed relay names a process that is gone, and is taken over.
+   * Returns the release, or the pid of the live relay that holds the folder.
+   */
+  claim(): { release(): void } | { heldBy: number } {
+    const file = join(this.dir, 'relay.pid')
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        writeFileSync(file, String(process.pid), { flag: 'wx', mode: 0o600 })
+        return { release: () => rmSync(file, { force: true }) }
+      } catch {
+        const pid = Number(readFileSync(file, 'utf8').trim())
+        if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && alive(pid)) return { heldBy: pid }
+        rmSync(file, { force: true })
+      }
+    }
+    return { heldBy: -1 }
+  }
+
   meta(k: string): string | null {
     return this.getMeta.get({ k })?.v ?? null
   }
@@ -119,5 +139,14 @@ export class RelayStore {
 
   close(): void {
     this.db.close()
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as { code?: string }).code === 'EPERM' // exists, owned by another user
   }
 }
