@@ -161,7 +161,12 @@ export class AirGap {
 
   async request(input: OfflineActivationInput): Promise<string> {
     if (!input || typeof input.key !== 'string' || input.key.trim() === '') throw new TypeError('Keyward: offlineActivationRequest needs { key }')
-    if (input.deviceName !== undefined && typeof input.deviceName !== 'string') throw new TypeError('Keyward: deviceName must be a string')
+    // The service's own limits (docs/api.md, "Air-gapped activation"), checked here: a code it would
+    // refuse is found out now, not after the user carried it to another machine.
+    if (input.key.trim().length > 256) throw new TypeError('Keyward: key must be at most 256 characters')
+    if (input.deviceName !== undefined && (typeof input.deviceName !== 'string' || input.deviceName.length < 1 || input.deviceName.length > 100 || /[\u0000-\u001f\u007f]/.test(input.deviceName))) {
+      throw new TypeError('Keyward: deviceName must be 1 to 100 characters, with no control characters')
+    }
     const components = checkComponents(input.components)
     return this.serial(async () => {
       const fingerprint = await this.o.fingerprint()

@@ -97,7 +97,7 @@ test('the request code: KWREQ1 + base64url JSON with the device key, a fresh url
   expect(decodeRequest(await device().offlineActivationRequest({ key: KEY })).device_public_key).not.toBe(request.device_public_key)
 
   // Longer than one QR code holds: refused, nothing pending changes.
-  const long = await app.offlineActivationRequest({ key: KEY, deviceName: 'x'.repeat(2000) }).catch((e) => e)
+  const long = await app.offlineActivationRequest({ key: KEY, deviceName: 'x'.repeat(100), components: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`component_${i}_${'n'.repeat(18)}`, 'ab'.repeat(32)])) }).catch((e) => e)
   expect(long).toBeInstanceOf(KeywardError)
   expect(long.code).toBe('request_too_long')
   expect(decodeRequest((await app.pendingOfflineRequest())!).nonce).toBe(again.nonce)
@@ -106,6 +106,10 @@ test('the request code: KWREQ1 + base64url JSON with the device key, a fresh url
   await expect(app.offlineActivationRequest({ key: KEY, components: { disk: 'xyz' } })).rejects.toThrow(TypeError)
   await expect(app.offlineActivationRequest({ key: KEY, components: {} })).rejects.toThrow(TypeError)
   await expect(app.offlineActivationRequest({ key: '' })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: 'k'.repeat(257) })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, deviceName: 'x'.repeat(101) })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, deviceName: 'tab\there' })).rejects.toThrow(TypeError)
+  await expect(app.offlineActivationRequest({ key: KEY, deviceName: '' })).rejects.toThrow(TypeError)
   expect(fetches).toBe(0)
 })
 

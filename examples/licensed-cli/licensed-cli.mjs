@@ -15,7 +15,7 @@
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
 // `validate` token), KEYWARD_PUBLIC_KEY (the account's root: `public_key` from GET /v1/offline/public-key),
-// KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
+// KEYWARD_PRODUCT_ID; OFFLINE_PAGE_URL (optional: the activation page a QR code opens). State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
 // LICENSED_CLI_HOME when set.
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { homedir } from 'node:os'
@@ -101,10 +101,16 @@ async function readPasted() {
 /** The text of a file, or of stdin for `-`. */
 const readArg = async (file) => (file === '-' ? readPasted() : readFileSync(file, 'utf8').trim())
 
-/** A code to carry to an online machine: as text, and as a QR code for a phone's camera. */
+/**
+ * A code to carry to an online machine: as text, and as a QR code for a phone's camera. With
+ * OFFLINE_PAGE_URL (your product's page, e.g. https://license.example.com/portal/prod_…/offline) a
+ * request code's QR code carries the page's address with the code in its fragment (never sent to a
+ * server): the phone opens the page with the code filled in.
+ */
 function showCode(code, what) {
   console.log(`${what} (${code.length} characters):\n\n${code}\n`)
-  console.log(qrText(code))
+  const page = process.env.OFFLINE_PAGE_URL
+  console.log(qrText(page && code.startsWith('KWREQ1.') ? `${page}#request=${code}` : code))
 }
 
 /** Why a response code was refused, for the user (nothing was stored). */
