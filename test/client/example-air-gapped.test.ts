@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { newKey, useHarness } from '../support/harness'
 import { vendorOn } from './vendor'
+import { qrText } from '../../client/src/qr.ts'
 
 setDefaultTimeout(120_000)
 const h = useHarness()
@@ -39,9 +40,10 @@ afterAll(() => {
 })
 
 /** One air-gapped installation: the configured server is a closed port on this machine. */
-function install() {
+function install(extra: Record<string, string> = {}) {
   const home = join(app, `home-${++homes}`)
   const env = {
+    ...extra,
     PATH: process.env.PATH!,
     KEYWARD_URL: 'http://127.0.0.1:9',
     KEYWARD_TOKEN: validateToken,
@@ -98,7 +100,7 @@ test('activate-offline: request code and QR printed, response pasted, the app ru
   const first = await user.cli(['activate-offline', k.key_value])
   expect(first.code).toBe(0)
   const request = codeIn(first.stdout, 'KWREQ1')
-  expect(first.stdout).toContain('█') // the QR code, drawn as text
+  expect(first.stdout).toContain(qrText(request)) // the QR code of the request, drawn as text
   expect(first.stdout).toContain('waiting for the response code')
   expect(statSync(join(user.home, 'state.json')).mode & 0o777).toBe(0o600)
 
@@ -133,9 +135,12 @@ test('activate-offline: request code and QR printed, response pasted, the app ru
   expect(stale.stderr).toContain('that response answers another request code')
 
   // The whole exchange in one sitting: the app prints the request, waits, and the response is pasted.
-  const third = install()
+  // With OFFLINE_PAGE_URL, the QR code opens the product's page with the request filled in.
+  const page = `${h.node.url}/portal/${productId}/offline`
+  const third = install({ OFFLINE_PAGE_URL: page })
   const live = third.start(['activate-offline', other.key_value])
   const printed = await live.stdoutHas('Paste the response code')
+  expect(printed).toContain(qrText(`${page}#request=${codeIn(printed, 'KWREQ1')}`))
   const liveResponse = (await h.call('POST', '/v1/offline/activations', { token: validateToken, body: { request: codeIn(printed, 'KWREQ1') } })).body.response
   live.type(`${liveResponse}\n\n`)
   const done = await live.done
