@@ -76,7 +76,7 @@ export function relayCheckInRoutes(deps: Deps, signers: Signers) {
         summary: "A relay's check-in: its usage in, the key's state and a renewed license out",
         description:
           'No Authorization: the body (JSON, up to 4 MiB) is signed by the relay key (Keyward-Relay-Signature). 401 for a missing or bad signature, a t more than 5 minutes off, an unknown relay, ' +
-          "or a body whose relay_id, license_id or t is not the relay's; 400 for a signed body of the wrong shape; 429 past 10 calls a second from one address or 2 for one relay (per node).",
+          "or a body whose relay_id, license_id or t is not the relay's; 400 for a signed body of the wrong shape; 429 past 50 calls a second from one address (burst 200, before any other work) or 2 genuine check-ins a second of one relay (burst 10), per node.",
         parameters: [
           {
             name: 'keyward-relay-signature',

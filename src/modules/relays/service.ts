@@ -246,8 +246,8 @@ export const CHECK_IN_CONTEXT = 'keyward-relay-checkin/v1'
 const SIGNATURE_HEADER = /^\s*t=(\d{1,15})\s*,\s*sig=([A-Za-z0-9+/]{86}==)\s*$/
 
 /**
- * POST /v1/relays/:id/check-in: rate limits, then the signature over the body's SHA-256 (before the
- * body is parsed), then the body; the answer is the key's state now, with a renewed license while it
+ * POST /v1/relays/:id/check-in: the address's rate limit, then the signature over the body's SHA-256
+ * (before the body is parsed), the relay's rate limit, then the body; the answer is the key's state now, with a renewed license while it
  * is valid. Refused check-ins change nothing.
  */
 export async function checkIn(
@@ -259,10 +259,10 @@ export async function checkIn(
   address: string | null,
 ): Promise<CheckInAnswer> {
   const now = Date.now()
-  const wellFormed = isId('rly', relayId)
-  checkInGateOf(deps).admit(relayId, wellFormed, address, now)
+  const gate = checkInGateOf(deps)
+  gate.admitAddress(address, now)
   const header = signature === null ? null : SIGNATURE_HEADER.exec(signature)
-  if (!wellFormed || header === null) throw notGenuine()
+  if (!isId('rly', relayId) || header === null) throw notGenuine()
   const t = Number(header[1])
   if (Math.abs(now - t) > CHECK_IN_WINDOW_MS) throw notGenuine()
   const state = await repo.checkInState(deps.sql, relayId)
@@ -271,6 +271,7 @@ export async function checkIn(
   const digest = createHash('sha256').update(bytes).digest('hex')
   const signed = Buffer.from(`${CHECK_IN_CONTEXT}\n${header[1]}\n${digest}`, 'utf8')
   if (!verify(null, signed, key, Buffer.from(header[2]!, 'base64'))) throw notGenuine()
+  gate.admitRelay(relayId, now)
 
   const body = parseJson(bytes)
   if (!Value.Check(CheckInBody, body)) {
