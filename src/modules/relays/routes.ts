@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { behindAuth, problems, withBody } from '../../http/responses'
+import { behindAuth, problems, rawBody, withBody } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import type { Signers } from '../signing/signers'
 import { CheckInAnswer, CheckInBody, CreatedRelay, CreateRelayBody, RelayList } from './model'
@@ -77,18 +77,14 @@ export function relayCheckInRoutes(deps: Deps, signers: Signers) {
         description:
           'No Authorization: the body (JSON, up to 4 MiB) is signed by the relay key (Keyward-Relay-Signature). 401 for a missing or bad signature, a t more than 5 minutes off, an unknown relay, ' +
           "or a body whose relay_id, license_id or t is not the relay's; 400 for a signed body of the wrong shape; 429 past 50 calls a second from one address (burst 200, before any other work) or 2 genuine check-ins a second of one relay (burst 10), per node.",
-        parameters: [
+        ...rawBody(CheckInBody, [
           {
-            name: 'keyward-relay-signature',
-            in: 'header',
-            required: true,
+            name: 'Keyward-Relay-Signature',
             description:
               't=<unix ms>, sig=<base64 Ed25519 signature by the relay key over "keyward-relay-checkin/v1\\n" + t + "\\n" + lowercase hex SHA-256 of the exact body bytes>',
-            schema: { type: 'string' },
           },
-        ],
-        requestBody: { required: true, content: { 'application/json': { schema: CheckInBody } } },
-      } as never,
+        ]),
+      },
     },
   )
 }
