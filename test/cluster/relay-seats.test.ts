@@ -41,6 +41,7 @@ describe.if(ready)('relay seats across three nodes', () => {
 
         let granted = 0
         for (const r of results) {
+          if (![200, 201, 409].includes(r.res.status)) throw new Error(`${r.kind} ${r.i}: ${r.res.status} ${JSON.stringify(r.res.body)}`)
           if (r.kind === 'relay') {
             expect([201, 409]).toContain(r.res.status)
             if (r.res.status === 201) granted += seatsOf(r.i)
@@ -55,12 +56,12 @@ describe.if(ready)('relay seats across three nodes', () => {
         const [row] = await c.sql<{ devices: number; relay_seats: number }[]>`select
             (select count(*)::int from activations where key_id = ${key.id} and status = 'active') as devices,
             (select coalesce(sum(seats), 0)::int from relays where key_id = ${key.id} and deleted_at is null) as relay_seats`
-        expect(row!.devices + row!.relay_seats).toBe(granted)
+        expect({ limit, round, taken: row!.devices + row!.relay_seats }).toEqual({ limit, round, taken: granted })
         expect(row!.devices + row!.relay_seats).toBeLessThanOrEqual(limit)
         // every node answers with the same count, and refuses a new device if the key is full
         for (const node of c.nodes) {
           const d = await node.call('GET', `/v1/keys/${key.id}`, { token })
-          expect(d.body.activations_used).toBe(granted)
+          expect({ node: node.url, used: d.body.activations_used }).toEqual({ node: node.url, used: granted })
         }
       }
     }

@@ -128,7 +128,9 @@ export async function takeSeat(
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
     where key_id = ${key.id} and status = 'active'`
-  // A relay's seats are the key's too (relay-seats.ts): counted as taken, and in activeCount.
+  // A relay's seats are the key's too (relay-seats.ts): counted as taken, and in activeCount. Read by
+  // its own statement after the lock, never with it: a statement that waited for the lock reads the
+  // other tables as of its start, and would miss the seats the lock's previous holder took.
   const relays = await relaySeatsOf(tx, key.id)
   const mine = active.find((a) => a.device_fingerprint === device.fingerprint)
   if (mine) {
