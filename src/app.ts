@@ -27,6 +27,7 @@ import { offlineRoutes } from './modules/offline/routes'
 import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
 import { policyRoutes } from './modules/policies/routes'
+import { CHECK_IN_BODY_LIMIT, RELAYS_PREFIX, relayCheckInRoutes, relayRoutes } from './modules/relays/routes'
 import { Signers } from './modules/signing/signers'
 import { signingRoutes } from './modules/signing/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
@@ -50,8 +51,11 @@ const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
 ])
 /** The routes whose JSON body arrives as text too: the import reads `{rows}` in slices (keys/import-json.ts). */
 const TEXT_BODIES: ReadonlySet<string> = new Set(['/v1/keys/import'])
-/** The routes whose body arrives as raw bytes: a payment provider's signature is over the exact body. */
-const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY_LIMIT]])
+/** The routes whose body arrives as raw bytes: a payment provider's and a relay's signature is over the exact body. */
+const RAW_BODIES: ReadonlyMap<string, number> = new Map([
+  [HOOK_PREFIX, HOOK_BODY_LIMIT],
+  [RELAYS_PREFIX, CHECK_IN_BODY_LIMIT],
+])
 
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
@@ -87,6 +91,8 @@ export function createApp(deps: NodeDeps) {
     .use(signingRoutes(deps, signers))
     .use(airGappedRoutes(deps, deps.validation.holders, signers))
     .use(portalRoutes(deps, deps.validation.holders, signers, portalGate))
+    .use(relayRoutes(deps, signers))
+    .use(relayCheckInRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
     .use(connectorRoutes(deps))

@@ -31,6 +31,8 @@ export const EVENT_TYPES = [
   'signing_key.created',
   'signing_key.activated',
   'signing_key.revoked',
+  'relay.created',
+  'relay.deleted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 

@@ -19,6 +19,7 @@ import { isId } from '../../infra/crypto'
 import type { Tx } from '../../infra/db'
 import { byApiKey, DEVICE, type Actor } from '../events/outbox'
 import type { Activation } from './model'
+import { relaySeatsOf } from './relay-count'
 import {
   takeSeat,
   countActive,
@@ -209,7 +210,7 @@ export async function releaseByHolder(
     }
     const released = await freeSeat(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
     if (released) await countUserRelease(tx, key.id)
-    return { released, used: await countActive(tx, key.id), limit: key.activation_limit }
+    return { released, used: (await countActive(tx, key.id)) + (await relaySeatsOf(tx, key.id)), limit: key.activation_limit }
   })
   if (!result) return null
   if (result.released) await afterRelease(deps, { activationIds: [result.released.id], keyHashes: [keyHash], accountId })

@@ -17,6 +17,7 @@ import type { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody } from './model'
 import { findHolderKey } from './repo'
 import { HolderGate } from './holder-gate'
+import { relaySeatsOf } from '../activations/relay-count'
 
 const noSuchKey = () => new AppError('not_found', 'No key with this value')
 
@@ -97,7 +98,7 @@ export class Holders {
     return {
       status: key.status,
       activation_limit: key.activation_limit,
-      activations_used: active.length,
+      activations_used: active.length + (await relaySeatsOf(this.deps.sql, key.id)),
       deactivations_allowed: key.deactivations_allowed,
       deactivations_used: key.deactivations_used,
       devices: active.map((a) => {

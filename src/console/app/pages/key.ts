@@ -10,6 +10,7 @@ import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
 import { KeyCredits } from '../credits'
+import { KeyRelays } from './key-relays'
 import { OVERRIDABLE } from '../../../core/key-settings'
 import { AirGappedMark } from './key-offline'
 
@@ -431,6 +432,7 @@ export function KeyPage({ id }: { id: string }) {
       </dl>
     </section>
     <${Devices} k=${k} onChange=${key.reload} />
+    <${KeyRelays} k=${k} onChange=${key.reload} />
     ${k.policy_id
       ? policy.error
         ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
