@@ -16,7 +16,7 @@ import { OPERATOR } from './modules/events/outbox'
 import { MAX_IMPORT_BYTES, MAX_IMPORT_ROWS, type ImportFormat } from './modules/keys/import-parse'
 import { importKeys } from './modules/keys/import-service'
 import { exportKeys } from './modules/keys/export-service'
-import { runRelay } from './modules/relay/cli'
+import { runRelay } from './relay/cli'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations

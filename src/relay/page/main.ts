@@ -3,7 +3,7 @@
 // sessionStorage (gone with the tab), sent as a Bearer token to /relay/api/*; nothing else is fetched.
 import { render } from 'preact'
 import { useEffect, useState } from 'preact/hooks'
-import { Badge, Copyable, html, when } from '../../../console/app/ui'
+import { Badge, Copyable, html, when } from '../../console/app/ui'
 
 const SESSION = 'keyward.relay.token'
 

@@ -8,7 +8,7 @@
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler'
 import { ValidationError } from 'elysia'
 import { createHash, timingSafeEqual } from 'node:crypto'
-import { AppError, invalid } from '../../core/errors'
+import { AppError, invalid } from '../core/errors'
 import {
   CERTIFICATE_HEADER,
   CORS_HEADERS,
@@ -18,16 +18,16 @@ import {
   SIGNATURE_HEADER,
   signatureOf,
   type AnswerKey,
-} from '../../http/client-answers'
-import { problemResponse } from '../../http/errors'
-import { BODY_LIMIT, checkDeclaredLength, checkQuery, parseJson, readBody, requestIdOf, toAppError } from '../../http/kernel'
-import type { Logger } from '../../infra/log'
-import { DeactivateBody, DevicesBody, ValidateBody } from '../validation/model'
+} from '../http/client-answers'
+import { problemResponse } from '../http/errors'
+import { BODY_LIMIT, checkDeclaredLength, checkQuery, parseJson, readBody, requestIdOf, toAppError } from '../http/kernel'
+import type { Logger } from '../infra/log'
+import { DeactivateBody, DevicesBody, ValidateBody } from '../modules/validation/model'
 import page from './page/index.html'
-import type { LeasePool } from './pool'
-import type { RelayKeyPair } from './store'
-import type { RelayLicense } from './text'
-import { RelayLicenseError } from './text'
+import type { LeasePool } from '../modules/relay/pool'
+import type { RelayKeyPair } from '../modules/relay/store'
+import type { RelayLicense } from '../modules/relay/text'
+import { RelayLicenseError } from '../modules/relay/text'
 
 const JSON_TYPE = 'application/json;charset=utf-8'
 const CORS = CORS_HEADERS as Record<string, string>
