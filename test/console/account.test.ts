@@ -122,7 +122,7 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   expect(detail.activations[0].deactivation_reason).toBe('admin')
 
   // Extend to a date (on the key page's lifecycle tab): the key's expiry becomes the end of that day, UTC.
-  await page.getByRole('tab', { name: 'Suspend, extend, revoke' }).click()
+  await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByLabel('Expires at the end of (UTC)').fill('2031-05-04')
   await page.getByRole('button', { name: 'Save expiry' }).click()
   await page.waitForFunction(() => document.body.textContent?.includes('2031'))
@@ -142,7 +142,7 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   expect(download.suggestedFilename()).toMatch(/\.lic$/)
 
   // Revoke with a reason.
-  await page.getByRole('tab', { name: 'Suspend, extend, revoke' }).click()
+  await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByLabel('Reason (optional)').fill('refund')
   await page.getByRole('button', { name: 'Revoke key' }).click()
   await page.getByRole('tab', { name: 'Overview' }).click()

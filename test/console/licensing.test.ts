@@ -214,7 +214,7 @@ test('suspend, reinstate and reissue on the key page; suspended in the list and 
   await c.shoot('keys-suspended')
   await page.getByRole('link', { name: `Key ${key.key_prefix}…` }).click()
 
-  await page.getByRole('tab', { name: 'Suspend, extend, revoke' }).click()
+  await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByRole('button', { name: 'Reinstate key' }).click()
   await page.getByRole('heading', { name: 'Suspend', exact: true }).waitFor()
   expect((await api('GET', `/v1/keys/${key.id}`)).status).toBe('active')

@@ -240,7 +240,7 @@ function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
     <${Field} label="Why (optional)" id="susp-reason" name="reason" problem=${problem}>
       <input id="susp-reason" maxlength="500" value=${reason} placeholder="e.g. payment overdue" onInput=${(e: Event) => setReason((e.target as HTMLInputElement).value)} />
     </${Field}>
-    <${Field} label="Reinstate automatically at (optional, UTC)" id="susp-until" name="until" problem=${problem} hint=${`${TIME_RULE} Now ${nowUtc()}. Empty: until you reinstate it.`}>
+    <${Field} label="Reinstate automatically at (optional, UTC)" id="susp-until" name="until" problem=${problem} hint=${`${TIME_RULE} Now: ${nowUtc()}. Empty: until you reinstate it.`}>
       <input id="susp-until" type="datetime-local" value=${until} onInput=${(e: Event) => setUntil((e.target as HTMLInputElement).value)} />
     </${Field}>
     <${FormProblem} problem=${problem} fields=${['reason', 'until']} />
@@ -303,7 +303,7 @@ function Extend({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   if (k.status === 'revoked') return null
   return html`<form class="panel form" onSubmit=${submit} aria-label="Extend">
     <h2>Extend</h2>
-    <${Field} label="Expires at the end of (UTC)" id="extend-date" name="expires_at" problem=${problem} hint=${`${TIME_RULE} The key works until 23:59:59 UTC that day (now ${nowUtc()}). An expired key becomes active again.`}>
+    <${Field} label="Expires at the end of (UTC)" id="extend-date" name="expires_at" problem=${problem} hint=${`${TIME_RULE} Now: ${nowUtc()}. The key works to the end of that day; an expired key becomes active again.`}>
       <input id="extend-date" type="date" required=${!perpetual} disabled=${perpetual} value=${date} onInput=${(e: Event) => setDate((e.target as HTMLInputElement).value)} />
     </${Field}>
     <label class="check"><input type="checkbox" checked=${perpetual} onChange=${(e: Event) => setPerpetual((e.target as HTMLInputElement).checked)} /> Never expires</label>
@@ -401,7 +401,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
 export const KEY_TABS = [
   { id: 'overview', label: 'Overview' },
   { id: 'settings', label: 'Settings' },
-  { id: 'lifecycle', label: 'Suspend, extend, revoke' },
+  { id: 'lifecycle', label: 'Actions' }, // suspend, reissue, extend, revoke
   { id: 'offline', label: 'Offline' },
 ] as const
 export type KeyTab = (typeof KEY_TABS)[number]['id']
