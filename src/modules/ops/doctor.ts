@@ -85,6 +85,7 @@ export async function runDoctor(env: Record<string, string | undefined>, opts: D
   try {
     db = config.databaseUrl ? connectPostgres(config.databaseUrl, 1) : await startEmbedded(config.dataDir)
     const sql = db.sql
+    await withTimeout(sql`select 1`, timeoutMs, 'Postgres') // connected first: the timed query below is one round trip
     const t0 = now()
     const [row] = await withTimeout(
       sql<{ version: string; num: string; at: string }[]>`select version() as version, current_setting('server_version_num') as num,
