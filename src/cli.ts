@@ -250,7 +250,7 @@ async function backupCommand(config: Config, args: string[]): Promise<void> {
   if (!file || positionals.length > 1) throw new UsageError('backup takes one FILE')
   const db = await openDb(config)
   try {
-    await migrate(db.sql)
+    // No migration here: a backup reads the store as it is.
     const rows = await backup(db.sql, file, { store: db.kind, secretKey: resolveSecretKey(config) })
     const total = Object.values(rows).reduce((a, b) => a + b, 0)
     console.log(`backup: ${total} rows of ${Object.keys(rows).length} tables in ${file}`)

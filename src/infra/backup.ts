@@ -83,6 +83,8 @@ export async function backup(
   const counts: Record<string, number> = {}
   try {
     await sql.begin('isolation level repeatable read read only', async (tx) => {
+      const [made] = await tx`select 1 from pg_class where relname = 'schema_migrations' and relkind = 'r'`
+      if (!made) throw new BackupError('this store holds no Keyward data yet (no migration was ever applied): nothing to back up')
       const migrations = (await tx<{ version: string }[]>`select version from schema_migrations order by version`).map((r) => r.version)
       const header: Header = {
         format: BACKUP_FORMAT,

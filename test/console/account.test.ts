@@ -125,6 +125,7 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByLabel('Expires at the end of (UTC)').fill('2031-05-04')
   await page.getByRole('button', { name: 'Save expiry' }).click()
+  await page.getByRole('tab', { name: 'Overview' }).click() // the about panel shows the new expiry
   await page.waitForFunction(() => document.body.textContent?.includes('2031'))
   expect((await h.call('GET', `/v1/keys/${keyId}`, { token: acct.token })).body.expires_at).toBe('2031-05-04T23:59:59.000Z')
 

@@ -471,7 +471,6 @@ export function KeyPage({ id, query }: { id: string; query?: URLSearchParams }) 
           ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
           : p ? html`<${Inheritance} k=${k} policy=${p} onDone=${key.reload} />` : html`<${Spinner} />`
         : null,
-      html`<${KeyCredits} k=${k} onDone=${key.reload} />`,
       html`<${Settings} k=${k} onDone=${key.reload} />`,
       k.policy_id && !p
         ? null
@@ -479,6 +478,7 @@ export function KeyPage({ id, query }: { id: string; query?: URLSearchParams }) 
             own=${k.policy_id ? ((k.overrides.entitlements ?? {}) as Own) : k.entitlements}
             inherited=${k.policy_id ? p!.entitlements : null}
             save=${(next: Own) => patch(apiPath`/v1/keys/${k.id}`, { entitlements: next })} onSaved=${key.reload} />`,
+      html`<${KeyCredits} k=${k} onDone=${key.reload} />`,
     ],
     lifecycle: [
       k.status === 'revoked' ? html`<p class="panel muted">This key is revoked: revoking is final, so nothing here applies any more.</p>` : null,
