@@ -9,6 +9,9 @@ import { answerLog, kernel } from './http/kernel'
 import { routeOnParsedPath } from './http/request-path'
 import { adminRoutes } from './modules/accounts/routes'
 import { activationRoutes } from './modules/activations/routes'
+import { airGappedRoutes, portalRoutes } from './modules/air-gapped/routes'
+import { PortalGate } from './modules/air-gapped/portal'
+import { portalPage } from './portal/serve'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
@@ -59,6 +62,8 @@ export function createApp(deps: NodeDeps) {
   // The app's routes, for the client-route wrapper (which reads their CLIENT/SIGNED declarations at
   // the first request): set once every module below is mounted.
   let mounted: () => readonly { method: string; path: string }[] = () => []
+  // The air-gapped end-user page and its two routes share one set of per-address and per-key limits (modules/air-gapped/portal.ts).
+  const portalGate = new PortalGate()
   const app = new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation, signers) } })
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
     // CORS and signed answers on the routes declared CLIENT and SIGNED (http/client-answers.ts; the fast
@@ -67,6 +72,7 @@ export function createApp(deps: NodeDeps) {
     .use(kernel(deps.log, BODY_LIMITS, RAW_BODIES, TEXT_BODIES))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
+    .use(portalPage(deps.sql, portalGate))
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))
@@ -79,6 +85,8 @@ export function createApp(deps: NodeDeps) {
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps, signers))
     .use(signingRoutes(deps, signers))
+    .use(airGappedRoutes(deps, deps.validation.holders, signers))
+    .use(portalRoutes(deps, deps.validation.holders, signers, portalGate))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
     .use(connectorRoutes(deps))

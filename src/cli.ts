@@ -21,6 +21,7 @@ import { CreateProductBody } from './modules/products/model'
 import { Value } from '@sinclair/typebox/value'
 import { backup, BackupError, restore } from './infra/backup'
 import { runDoctor } from './modules/ops/doctor'
+import { runRelay } from './modules/relay/cli'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations
@@ -47,6 +48,8 @@ const USAGE = `Usage:
                                                             replace the data there); same SECRET_KEY needed
   bun run keyward doctor                                    check this installation's configuration and
                                                             services: ok / warn / fail lines, exit 1 on a fail
+  bun run keyward relay request|load|serve --data DIR       the relay mode: floating seats on a customer's network
+                                                            (\`bun run keyward relay\` for its commands)
 Plans: ${PLANS.join(', ')}
 Scopes: ${SCOPES.join(', ')}`
 
@@ -309,6 +312,8 @@ const SINGLE: Record<string, (config: Config, args: string[]) => Promise<void>> 
 }
 
 async function main(argv: string[]): Promise<number> {
+  // The relay mode needs none of the node's settings (no Postgres, NATS or Redis): its own config.
+  if (argv[0] === 'relay') return runRelay(argv.slice(1))
   const [command, sub] = argv
   // The doctor reads the environment itself: a configuration that does not load is its first finding.
   if (command === 'doctor') return doctorCommand(process.env as never)

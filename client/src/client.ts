@@ -32,6 +32,11 @@ export interface KeywardOptions {
   productId?: string
   /** The license key value, if already known (validate() remembers the one it was given). */
   key?: string
+  /**
+   * The key's id (`key_...`), when the app knows it: an answer from a Keyward Relay whose license is for
+   * another key is then refused (docs/integrating.md, "Floating seats on your customer's network").
+   */
+  keyId?: string
   /** Default: localStorage in browsers, memory elsewhere; `fileStorage(path)` keeps grace across restarts. */
   storage?: KeywardStorage
   /** How long the last verified valid answer may stand in for an unreachable service. Default 3 days. */
@@ -113,7 +118,7 @@ export class Keyward {
       now: this.now,
       sleep: options.sleep ?? sleep,
     })
-    this.trust = new Trust({ root: this.root, storage: this.storage, fetchKeySet: () => this.transport.getJson('/v1/offline/keys'), now: this.now })
+    this.trust = new Trust({ root: this.root, storage: this.storage, fetchKeySet: () => this.transport.getJson('/v1/offline/keys'), now: this.now, keyId: options.keyId })
     this.grace = new GraceStore({
       storage: this.storage,
       resolve: (kid, certificate) => this.trust.keyFor(kid, certificate, 'offline'),

@@ -34,5 +34,5 @@ export const EVENT_TYPES = [
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
-export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system', 'connector'] as const
+export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system', 'connector', 'offline'] as const
 export type ActorType = (typeof ACTOR_TYPES)[number]

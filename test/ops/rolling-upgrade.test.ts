@@ -65,7 +65,7 @@ test('a node of the previous release and one of this checkout serve one cluster 
   expect(newFiles.length).toBeGreaterThan(0) // this checkout has migrations the previous one lacks
 
   // The previous release creates the cluster's schema and data.
-  old = await startNodeProcess(db.url, { main: join(previous, 'src', 'main.ts'), timeoutMs: 120_000 })
+  old = await startNodeProcess(db.url, { root: previous, timeoutMs: 120_000 })
   expect(await applied(db.url)).toEqual(oldFiles)
   const { token } = await createAccount(old.call, 'growth', 'Rolling')
   const product = await newProduct(old.call, token, 'rolling')

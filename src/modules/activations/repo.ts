@@ -27,6 +27,7 @@ type ActivationRow = {
   last_validated_at: Date | null
   deactivated_at: Date | null
   deactivation_reason: string | null
+  device_public_key: string | null
 }
 
 // Every read of an activation (select, insert and update ... returning) names these columns through
@@ -43,6 +44,7 @@ const COLUMNS = [
   'last_validated_at',
   'deactivated_at',
   'deactivation_reason',
+  'device_public_key',
 ] as const satisfies readonly (keyof ActivationRow)[]
 const complete: Exclude<keyof ActivationRow, (typeof COLUMNS)[number]> extends never ? true : never = true
 void complete
@@ -61,6 +63,7 @@ const toActivation = (r: ActivationRow): Activation => ({
   last_validated_at: iso(r.last_validated_at),
   deactivated_at: iso(r.deactivated_at),
   deactivation_reason: r.deactivation_reason,
+  offline: r.device_public_key !== null,
 })
 
 /** A key's activations, oldest first (every status). */
@@ -122,7 +125,7 @@ export type SlotResult =
 export async function takeSeat(
   tx: Tx,
   key: SeatKey,
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string; publicKey?: string },
   actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
@@ -146,9 +149,9 @@ export async function takeSeat(
   if (active.length + (await heldSeats(tx, key.id)) >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
   const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
-      app_version, country, last_validated_at, release_after_seconds)
-    values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
-            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds})
+      app_version, country, last_validated_at, release_after_seconds, device_public_key)
+    values (${device.activationId ?? newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
+            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds}, ${device.publicKey ?? null})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)

@@ -29,7 +29,7 @@ export async function publicKey(signers: Signers, accountId: string) {
  * A license never outlives its key's validity: the earlier of now + ttl and the key's expiry plus its
  * grace (a key kept after expiry, after_expiry keep, bounds it by the ttl only).
  */
-function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expiresAt: Date | null; graceSeconds: number; keep: boolean }): Date {
+export function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expiresAt: Date | null; graceSeconds: number; keep: boolean }): Date {
   const byTtl = issuedAt.getTime() + ttlSeconds * 1000
   if (key.expiresAt === null || key.keep) return new Date(byTtl)
   return new Date(Math.min(byTtl, key.expiresAt.getTime() + key.graceSeconds * 1000))

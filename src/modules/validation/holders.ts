@@ -36,9 +36,10 @@ export class Holders {
   /**
    * A key this node knows not to exist in the account (the hot state, its negative entries included)
    * is answered without Postgres. Returns the key's hash, or null for an unknown key (or another
-   * product's). Called once the call is admitted by the gate (`admitted`).
+   * product's). Called once the call is admitted by the gate (`admitted`); the air-gapped routes
+   * (modules/air-gapped) find their key the same way, behind their own limits.
    */
-  private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
+  async holderKey(who: Pick<Principal, 'accountId'>, key: string, productId: string | null | undefined): Promise<string | null> {
     const now = Date.now()
     let hotKey = portableKeyHash(key, 'base64')
     if (hotKey === null) return null
