@@ -7,6 +7,7 @@ const Int = t.String({ pattern: '^[0-9]+$' })
 
 const Env = t.Object({
   PORT: t.Optional(Int),
+  /** The address to listen on: 127.0.0.1 (this machine only) by default, 0.0.0.0 or :: for every interface. */
   HOST: t.Optional(t.String({ minLength: 1 })),
   DATABASE_URL: t.Optional(t.String({ pattern: '^postgres(ql)?://' })),
   NATS_URL: t.Optional(t.String({ pattern: '^(nats|tls|ws|wss)://' })),
@@ -127,7 +128,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (retentionDays < 1 || retentionDays > 3650) throw new ConfigError('RETENTION_DAYS must be between 1 and 3650')
   return Object.freeze({
     port,
-    host: e.HOST ?? '0.0.0.0',
+    // This machine only unless told: a first look is not reachable from the network (docs/operations.md,
+    // "Configuration"); the container image sets HOST=0.0.0.0.
+    host: e.HOST ?? '127.0.0.1',
     databaseUrl: e.DATABASE_URL ?? null,
     natsUrl: e.NATS_URL ?? null,
     redisUrl: e.REDIS_URL ?? null,

@@ -29,6 +29,8 @@ export const withBody = () => problems(400, 413)
 
 /** Marks a text answer's schema with its media types (the key export: NDJSON or CSV): the docs list it under those. */
 export const TEXT_TYPES_MARK = 'x-keyward-content-types'
+/** Marks an answer's schema with the headers it carries beyond X-Request-Id (OpenAPI header objects by name): the docs list them. */
+export const ANSWER_HEADERS_MARK = 'x-keyward-answer-headers'
 
 /** Marks a create route that takes `Idempotency-Key` (http/idempotency.ts); spread into `detail`. */
 export const IDEMPOTENT_MARK = 'x-keyward-idempotent'

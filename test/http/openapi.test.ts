@@ -174,3 +174,19 @@ test("every answer under /docs has the console's CSP (same origin, no framing) a
     expect([path, csp]).toEqual([path, CONSOLE_CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")])
   }
 })
+
+test('GET /v1/keys/export: its two media types and its Content-Type, Content-Disposition and Cache-Control headers are documented, as served', async () => {
+  const ok = doc.paths['/v1/keys/export'].get.responses['200']
+  expect(Object.keys(ok.content).sort()).toEqual(['application/x-ndjson', 'text/csv'])
+  expect(Object.keys(ok.headers)).toEqual(expect.arrayContaining(['X-Request-Id', 'Content-Type', 'Content-Disposition', 'Cache-Control']))
+  expect(ok.headers['Cache-Control'].schema.enum).toEqual(['no-store'])
+  // What the route really sends matches what the document says.
+  const { token } = await h.account()
+  for (const format of ['ndjson', 'csv']) {
+    const res = await h.call('GET', `/v1/keys/export?format=${format}`, { token })
+    expect(res.status).toBe(200)
+    expect(ok.headers['Content-Type'].schema.enum).toContain(res.headers.get('content-type'))
+    expect(res.headers.get('content-disposition')).toMatch(new RegExp(ok.headers['Content-Disposition'].schema.pattern))
+    expect(res.headers.get('cache-control')).toBe('no-store')
+  }
+})

@@ -73,3 +73,9 @@ export async function touchApiKeys(sql: Sql, used: Map<string, Date>): Promise<v
   await sql`update api_keys k set last_used_at = greatest(k.last_used_at, v.t)
     from (select unnest(${ids}::text[]) as id, unnest(${times}::timestamptz[]) as t) v where k.id = v.id`
 }
+
+/** The name of the account a key belongs to ('' if the account is gone: its keys are then refused anyway). */
+export async function accountName(sql: Sql, accountId: string): Promise<string> {
+  const [row] = await sql<{ name: string }[]>`select name from accounts where id = ${accountId}`
+  return row?.name ?? ''
+}
