@@ -16,6 +16,12 @@ import { OPERATOR } from './modules/events/outbox'
 import { MAX_IMPORT_BYTES, MAX_IMPORT_ROWS, type ImportFormat } from './modules/keys/import-parse'
 import { importKeys } from './modules/keys/import-service'
 import { exportKeys } from './modules/keys/export-service'
+import { createProductAs, listProductsOf } from './modules/products/service'
+import { CreateProductBody } from './modules/products/model'
+import { Value } from '@sinclair/typebox/value'
+import { backup, BackupError, restore } from './infra/backup'
+import { runDoctor } from './modules/ops/doctor'
+import { runRelay } from './relay/cli'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations
@@ -26,12 +32,24 @@ const USAGE = `Usage:
   bun run keyward api-keys create --account ID --scope SCOPE [--name NAME]
                                                             issue an API key to an account (recovery);
                                                             prints its token once
+  bun run keyward products create --account ID --name NAME --slug SLUG [--description TEXT]
+                                                            create a product (e.g. before an import); prints its id
+  bun run keyward products list --account ID                the account's products: id, slug, name
   bun run keyward import FILE --account ID [--format json|ndjson|csv] [--dry-run]
                                                             import keys from a file (as POST /v1/keys/import:
                                                             all rows or none; the format from the file's
                                                             extension unless given)
   bun run keyward export --account ID [--format ndjson|csv] [--product ID] [--policy ID]
                          [--status STATUS] [--out FILE]     export the account's keys (stdout unless --out)
+  bun run keyward backup FILE                               every table to one file: on Postgres a consistent
+                                                            snapshot while the nodes serve; embedded: stop
+                                                            the server first
+  bun run keyward restore FILE [--force]                    load a backup into an empty database (--force:
+                                                            replace the data there); same SECRET_KEY needed
+  bun run keyward doctor                                    check this installation's configuration and
+                                                            services: ok / warn / fail lines, exit 1 on a fail
+  bun run keyward relay request|load|serve --data DIR       the relay mode: floating seats on a customer's network
+                                                            (\`bun run keyward relay\` for its commands)
 Plans: ${PLANS.join(', ')}
 Scopes: ${SCOPES.join(', ')}`
 
@@ -196,17 +214,110 @@ async function exportCommand(config: Config, args: string[]): Promise<void> {
   if (values.out) console.log(`exported ${count} keys to ${values.out}`)
 }
 
+async function productsCreate(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: { account: { type: 'string' }, name: { type: 'string' }, slug: { type: 'string' }, description: { type: 'string' } },
+  })
+  if (!values.account) throw new UsageError('--account is required (an acct_ id)')
+  const input = { name: values.name ?? '', slug: values.slug ?? '', ...(values.description !== undefined ? { description: values.description } : {}) }
+  // The API's own rules (modules/products/model.ts), each refusal naming its option.
+  const bad = [...Value.Errors(CreateProductBody, input)].map((e) => `--${e.path.slice(1)}: ${e.message}`)
+  if (bad.length) throw new UsageError([...new Set(bad)].join('\n'))
+  const accountId = values.account
+  try {
+    const product = await withDb(config, async (sql) => {
+      const [account] = await sql`select 1 from accounts where id = ${accountId}`
+      if (!account) throw new UsageError(`no account ${accountId}`)
+      return createProductAs(sql, accountId, input, OPERATOR)
+    })
+    console.log(`product_id: ${product.id}`)
+    console.log(`slug: ${product.slug}`)
+  } catch (err) {
+    if (err instanceof AppError) throw new UsageError(err.detail)
+    throw err
+  }
+}
+
+async function productsList(config: Config, args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { account: { type: 'string' } } })
+  if (!values.account) throw new UsageError('--account is required (an acct_ id)')
+  const products = await withDb(config, (sql) => listProductsOf(sql, values.account!))
+  console.log(['id', 'slug', 'active_keys', 'name'].join('\t'))
+  for (const p of products) console.log([p.id, p.slug, p.active_keys, p.name].join('\t'))
+}
+
+async function backupCommand(config: Config, args: string[]): Promise<void> {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} })
+  const file = positionals[0]
+  if (!file || positionals.length > 1) throw new UsageError('backup takes one FILE')
+  const db = await openDb(config)
+  try {
+    // No migration here: a backup reads the store as it is.
+    const rows = await backup(db.sql, file, { store: db.kind, secretKey: resolveSecretKey(config) })
+    const total = Object.values(rows).reduce((a, b) => a + b, 0)
+    console.log(`backup: ${total} rows of ${Object.keys(rows).length} tables in ${file}`)
+    console.log(`keys: ${rows.license_keys ?? 0}, devices: ${rows.activations ?? 0}, accounts: ${rows.accounts ?? 0}`)
+    console.log('It opens only with this installation\'s SECRET_KEY: keep that key too (not in the same place).')
+  } catch (err) {
+    if (err instanceof BackupError) throw new UsageError(err.message)
+    throw err
+  } finally {
+    await db.close()
+  }
+}
+
+async function restoreCommand(config: Config, args: string[]): Promise<void> {
+  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: { force: { type: 'boolean' } } })
+  const file = positionals[0]
+  if (!file || positionals.length > 1) throw new UsageError('restore takes one FILE')
+  if (!(await Bun.file(file).exists())) throw new UsageError(`${file}: no such file`)
+  const db = await openDb(config)
+  try {
+    const { rows, migrated } = await restore(db.sql, file, { secretKey: resolveSecretKey(config), force: values.force === true })
+    const total = Object.values(rows).reduce((a, b) => a + b, 0)
+    console.log(`restored: ${total} rows of ${Object.keys(rows).length} tables from ${file}`)
+    console.log(`keys: ${rows.license_keys ?? 0}, devices: ${rows.activations ?? 0}, accounts: ${rows.accounts ?? 0}`)
+    if (migrated.length) console.log(`then applied: ${migrated.join(', ')}`)
+  } catch (err) {
+    if (err instanceof BackupError) throw new UsageError(err.message)
+    throw err
+  } finally {
+    await db.close()
+  }
+}
+
+async function doctorCommand(env: Record<string, string | undefined>): Promise<number> {
+  const lines = await runDoctor(env)
+  for (const l of lines) console.log(`${l.status.padEnd(4)}  ${l.check}: ${l.detail}${l.fix ? `\n      fix: ${l.fix}` : ''}`)
+  const fails = lines.filter((l) => l.status === 'fail').length
+  const warns = lines.filter((l) => l.status === 'warn').length
+  console.log(`# ${lines.length} checks: ${fails} fail, ${warns} warn (exit ${fails ? 1 : 0}: a warning alone exits 0)`)
+  return fails ? 1 : 0
+}
+
 const COMMANDS: Record<string, (config: Config, args: string[]) => Promise<void>> = {
+  'products create': productsCreate,
+  'products list': productsList,
   'accounts create': accountsCreate,
   'accounts list': accountsList,
   'api-keys create': apiKeysCreate,
 }
 /** Commands of one word, taking the rest as arguments. */
-const SINGLE: Record<string, (config: Config, args: string[]) => Promise<void>> = { import: importCommand, export: exportCommand }
+const SINGLE: Record<string, (config: Config, args: string[]) => Promise<void>> = {
+  import: importCommand,
+  export: exportCommand,
+  backup: backupCommand,
+  restore: restoreCommand,
+}
 
 async function main(argv: string[]): Promise<number> {
-  const config = loadConfig()
+  // The relay mode needs none of the node's settings (no Postgres, NATS or Redis): its own config.
+  if (argv[0] === 'relay') return runRelay(argv.slice(1))
   const [command, sub] = argv
+  // The doctor reads the environment itself: a configuration that does not load is its first finding.
+  if (command === 'doctor') return doctorCommand(process.env as never)
+  const config = loadConfig()
   try {
     if (command === 'migrate') {
       const db = await openDb(config)

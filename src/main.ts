@@ -29,7 +29,7 @@ try {
   throw err
 }
 const mode = config.embedded ? `embedded (data in ${config.dataDir})` : 'external Postgres'
-console.log(`Keyward listening on ${node.url}  [${mode}]`)
+console.log(`Keyward listening on ${node.url}  (${node.listening})  [${mode}]`)
 console.log(`API docs: ${node.url}/docs   OpenAPI: ${node.url}/docs/json`)
 console.log(`Console: ${node.url}/console   (sign in with an API token, or the ADMIN_TOKEN for operator mode)`)
 if (node.demoToken) {

@@ -28,6 +28,8 @@ export interface Node {
   deps: NodeDeps
   app: App
   url: string
+  /** The address bound and what it means (the start banner's words), e.g. `HOST=0.0.0.0: every interface: …`. */
+  listening: string
   /** Set on the first start of an empty embedded database: the demo account's token (shown once). */
   demoToken: string | null
   stop(): Promise<void>
@@ -62,6 +64,20 @@ export async function buildDeps(config: Config, db: Db, log: Logger): Promise<No
   const principals = new Principals(db.sql, bus, config.cacheTtlMs, config.degradedTtlMs)
   const base = { config, db, sql: db.sql, bus, counters, log, accessLog: new AccessLog(log), principals, secretKey: resolveSecretKey(config) }
   return { ...base, validation: new ValidationEngine(base), mailer: new Mailer(base) }
+}
+
+/** Every interface (0.0.0.0, ::): the node is reached on this machine at the loopback address. */
+export const everyInterface = (host: string) => host === '0.0.0.0' || host === '::' || host === '[::]'
+/** The host part of a URL for this machine's own use of the node. */
+export const localUrlHost = (host: string) => (everyInterface(host) ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host)
+/** What the banner adds to the URL: the address really bound (HOST) and what that means. */
+export function listeningOn(host: string) {
+  const where = everyInterface(host)
+    ? 'every interface: reachable from the network'
+    : host === '127.0.0.1' || host === '::1' || host === 'localhost'
+      ? 'this machine only; HOST=0.0.0.0 serves the network'
+      : 'this address only'
+  return `HOST=${host}: ${where}`
 }
 
 /** The node could not start (e.g. its port is taken): a message for the operator, not a stack. */
@@ -113,7 +129,8 @@ export async function startNode(config: Config, options: { db?: Db; log?: Logger
   return {
     deps,
     app,
-    url: `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${server.port}`,
+    url: `http://${localUrlHost(config.host)}:${server.port}`,
+    listening: listeningOn(config.host),
     demoToken,
     stop() {
       stopping ??= (async () => {

@@ -3,6 +3,8 @@
 // core/json-depth.ts), one error envelope (problem+json) and one
 // access-log line per request. The checks are exported: the validate fast path calls the same ones.
 import { Elysia } from 'elysia'
+import type { TSchema } from '@sinclair/typebox'
+import { Value } from '@sinclair/typebox/value'
 import { isConnectionError } from '../infra/db'
 import { newRequestId } from '../infra/crypto'
 import type { Logger } from '../infra/log'
@@ -204,13 +206,36 @@ function describeFailure(e: { message?: string; summary?: string; schema?: Schem
   return e.summary || e.message || 'is invalid'
 }
 
+type Failure = NonNullable<ValidationLike['all']>[number] & { value?: unknown }
+
+/**
+ * A value that failed a union of an object (or array) and null, e.g. `credits: {remaining: "x"}`: TypeBox
+ * stops at the union ("should be one of object, null"). When the value has the kind of one branch, that
+ * branch's own failures name the field inside (`body.credits.remaining`): every 400 names its field.
+ */
+function deepen(e: Failure, depth = 0): Failure[] {
+  const branches = (e.schema as { anyOf?: TSchema[] } | undefined)?.anyOf
+  if (!branches || depth > 4 || e.value === null || typeof e.value !== 'object') return [e]
+  const kind = Array.isArray(e.value) ? 'array' : 'object'
+  const branch = branches.find((b) => (b as { type?: string }).type === kind)
+  if (!branch) return [e]
+  let inner: Failure[]
+  try {
+    inner = [...Value.Errors(branch, e.value)].map((i) => ({ path: `${e.path ?? ''}${i.path}`, message: i.message, schema: i.schema as SchemaLike, value: i.value }))
+  } catch {
+    return [e] // a schema TypeBox cannot check on its own (an unregistered format): the union's message stays
+  }
+  return inner.length ? inner.flatMap((i) => deepen(i, depth + 1)) : [e]
+}
+
 function validationError(err: ValidationLike): AppError {
   // Elysia checks query parameters one by one ("property") and drops their names.
   const where = err.type === 'property' ? 'query' : (err.type ?? 'body')
-  const errors: FieldError[] = (err.all ?? []).map((e) => ({
-    field: [where, ...(e.path ?? '').split('/').filter(Boolean)].join('.'),
-    message: describeFailure(e),
-  }))
+  const seen = new Set<string>()
+  const errors: FieldError[] = (err.all ?? [])
+    .flatMap((e) => deepen(e as Failure))
+    .map((e) => ({ field: [where, ...(e.path ?? '').split('/').filter(Boolean)].join('.'), message: describeFailure(e) }))
+    .filter((e) => !seen.has(`${e.field} ${e.message}`) && !!seen.add(`${e.field} ${e.message}`))
   const first = errors[0]
   return new AppError('invalid_request', first ? `${first.field}: ${first.message}` : `Invalid ${where}`, { errors })
 }

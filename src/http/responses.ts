@@ -29,6 +29,8 @@ export const withBody = () => problems(400, 413)
 
 /** Marks a text answer's schema with its media types (the key export: NDJSON or CSV): the docs list it under those. */
 export const TEXT_TYPES_MARK = 'x-keyward-content-types'
+/** Marks an answer's schema with the headers it carries beyond X-Request-Id (OpenAPI header objects by name): the docs list them. */
+export const ANSWER_HEADERS_MARK = 'x-keyward-answer-headers'
 
 /** Marks a create route that takes `Idempotency-Key` (http/idempotency.ts); spread into `detail`. */
 export const IDEMPOTENT_MARK = 'x-keyward-idempotent'
@@ -49,6 +51,14 @@ export const CLIENT = { [CLIENT_MARK]: true } as const
  */
 export const SIGNED_MARK = 'x-keyward-signed'
 export const SIGNED = { ...CLIENT, [SIGNED_MARK]: true } as const
+
+/**
+ * Marks a route whose body reaches it as raw bytes (a signature covers them: app.ts RAW_BODIES), so it
+ * declares no body schema to the framework: the docs (http/openapi-fixes.ts) document `schema` as its
+ * JSON body and `headers` as its required request headers. Spread `rawBody(...)` into `detail`.
+ */
+export const RAW_BODY_MARK = 'x-keyward-raw-body'
+export const rawBody = (schema: unknown, headers: { name: string; description: string }[]) => ({ [RAW_BODY_MARK]: { schema, headers } })
 
 /** What a route's `detail` (or its operation in the document) declares with CLIENT and SIGNED: null for any other route. */
 export function clientRouteOf(detail: unknown): { signed: boolean } | null {

@@ -13,7 +13,11 @@ export function migrationFiles(): string[] {
     .sort()
 }
 
-export async function migrate(sql: Sql): Promise<string[]> {
+/**
+ * Applies the pending files in order; with `until`, only those up to and including that file (a restore
+ * loads a backup at its own schema, then applies the rest: infra/backup.ts).
+ */
+export async function migrate(sql: Sql, opts: { until?: string } = {}): Promise<string[]> {
   // Under the lock too: `create table if not exists` is not safe against a concurrent twin (nodes of
   // a fresh cluster starting at once fail with a duplicate pg_type row).
   await sql.begin(async (tx) => {
@@ -23,6 +27,7 @@ export async function migrate(sql: Sql): Promise<string[]> {
   })
   const applied: string[] = []
   for (const file of migrationFiles()) {
+    if (opts.until !== undefined && file > opts.until) break
     await sql.begin(async (tx) => {
       await tx`select pg_advisory_xact_lock(${LOCK_ID})`
       const [done] = await tx`select 1 from schema_migrations where version = ${file}`

@@ -23,7 +23,7 @@ test('accounts create prints an account id and a working full_access token', asy
     const call = client(node.url)
     const ping = await call('GET', '/v1/ping', { token })
     expect(ping.status).toBe(200)
-    expect(ping.body).toEqual({ status: 'ok', accountId })
+    expect(ping.body).toEqual({ status: 'ok', accountId, accountName: 'Acme Corp' })
     const keys = await call('GET', '/v1/api-keys', { token })
     expect(keys.body.data).toEqual([expect.objectContaining({ scope: 'full_access' })])
     // growth: no product limit

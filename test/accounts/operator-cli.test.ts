@@ -57,7 +57,7 @@ test('api-keys create issues a working key to an existing account and prints its
   const node = await startNode() // a server on the same store
   try {
     const call = client(node.url)
-    expect((await call('GET', '/v1/ping', { token })).body).toEqual({ status: 'ok', accountId })
+    expect((await call('GET', '/v1/ping', { token })).body).toEqual({ status: 'ok', accountId, accountName: 'Lost keys' })
     const keys = (await call('GET', '/v1/api-keys', { token })).body.data
     expect(keys.map((k: { name: string; scope: string }) => [k.name, k.scope])).toEqual([
       ['Default', 'full_access'],

@@ -105,7 +105,7 @@ describe('POST /admin/accounts/:id/api-keys', () => {
     expect(res.status).toBe(201)
     expect(res.body).toEqual(newApiKeyShape('Recovered', 'full_access', res.body.token))
     const ping = await h.call('GET', '/v1/ping', { token: res.body.token })
-    expect(ping.body).toEqual({ status: 'ok', accountId: account.id })
+    expect(ping.body).toEqual({ status: 'ok', accountId: account.id, accountName: 'Lost its keys' })
     const listed = await h.call('GET', '/v1/api-keys', { token: res.body.token })
     expect(listed.body.data.map((k: { id: string }) => k.id)).toContain(res.body.id)
 

@@ -17,7 +17,7 @@ describe('operator', () => {
     expect(api_key.token).toMatch(/^kw_[A-Za-z0-9]{32}$/)
     expect(typeof api_key.name).toBe('string')
     const ping = await h.call('GET', '/v1/ping', { token: api_key.token })
-    expect(ping.body).toEqual({ status: 'ok', accountId: account.id })
+    expect(ping.body).toEqual({ status: 'ok', accountId: account.id, accountName: 'Acme' })
   })
 
   test('GET /admin/accounts/:id has usage counts; PATCH renames and changes plan (emits account.plan_changed once)', async () => {

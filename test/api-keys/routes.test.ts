@@ -12,7 +12,8 @@ describe('API keys', () => {
     const { id, token } = await h.account()
     const res = await h.call('GET', '/v1/ping', { token })
     expect(res.status).toBe(200)
-    expect(res.body).toEqual({ status: 'ok', accountId: id })
+    // The account's name too: the console's top bar shows it instead of the id.
+    expect(res.body).toEqual({ status: 'ok', accountId: id, accountName: 'Test growth' })
   })
 
   test('POST /v1/api-keys → 201 with token, token_prefix and last_used_at null; GET lists them without tokens', async () => {

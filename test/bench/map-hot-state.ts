@@ -138,6 +138,7 @@ export class MapHotState extends ReadThroughCache<KeyState> {
       metered: row.metered,
       componentMatch: row.componentMatch ?? 'off',
       identity: row.identity ?? null,
+      relaySeats: row.relaySeats,
       mergedFrom: null,
       answer: null,
       loadedAt,

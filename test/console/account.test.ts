@@ -121,13 +121,16 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   expect(detail.activations.map((a: any) => a.status)).toEqual(['deactivated'])
   expect(detail.activations[0].deactivation_reason).toBe('admin')
 
-  // Extend to a date: the key's expiry becomes the end of that day, UTC.
-  await page.getByLabel('Expires at the end of').fill('2031-05-04')
+  // Extend to a date (on the key page's lifecycle tab): the key's expiry becomes the end of that day, UTC.
+  await page.getByRole('tab', { name: 'Actions' }).click()
+  await page.getByLabel('Expires at the end of (UTC)').fill('2031-05-04')
   await page.getByRole('button', { name: 'Save expiry' }).click()
+  await page.getByRole('tab', { name: 'Overview' }).click() // the about panel shows the new expiry
   await page.waitForFunction(() => document.body.textContent?.includes('2031'))
   expect((await h.call('GET', `/v1/keys/${keyId}`, { token: acct.token })).body.expires_at).toBe('2031-05-04T23:59:59.000Z')
 
   // Offline license: a malformed fingerprint is explained under its field, then a good one issues.
+  await page.getByRole('tab', { name: 'Offline' }).click()
   await page.getByLabel('Device fingerprint (64 hex characters)').fill('nothex')
   await page.getByRole('button', { name: 'Issue license' }).click()
   await page.locator('#off-fp-error').waitFor()
@@ -140,8 +143,10 @@ test('keys: create (shown once), validate from outside, the device appears, rele
   expect(download.suggestedFilename()).toMatch(/\.lic$/)
 
   // Revoke with a reason.
+  await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByLabel('Reason (optional)').fill('refund')
   await page.getByRole('button', { name: 'Revoke key' }).click()
+  await page.getByRole('tab', { name: 'Overview' }).click()
   await page.getByText('(refund)').waitFor()
   const revoked = (await h.call('GET', `/v1/keys/${keyId}`, { token: acct.token })).body
   expect(revoked.status).toBe('revoked')
@@ -162,7 +167,7 @@ test('key settings: limit, plan, release after, holder releases and metadata sav
   const { page } = c
   const product = (await h.call('GET', '/v1/products', { token: acct.token })).body.data[0]
   const key = await newKey(h.call, acct.token, product.id, { plan: 'basic', metadata: { customer: 'Initech' } })
-  await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.goto(`${h.node.url}/console#/keys/${key.id}?tab=settings`)
   await page.getByRole('heading', { name: 'Settings' }).waitFor()
   expect(await page.getByLabel('Plan', { exact: true }).inputValue()).toBe('basic')
   expect(JSON.parse(await page.getByLabel('Metadata (JSON object)').inputValue())).toEqual({ customer: 'Initech' })
@@ -210,8 +215,10 @@ test('key settings: limit, plan, release after, holder releases and metadata sav
     deactivations_allowed: 1,
     metadata: { customer: 'Initech', seats: 5 },
   })
+  await page.getByRole('tab', { name: 'Overview' }).click()
   await page.getByText('Released after 2 days').waitFor()
   await page.getByText('0 of 1 allowed').waitFor()
+  await page.getByRole('tab', { name: 'Settings' }).click()
   const updated = (await h.call('GET', `/v1/events?type=key.updated&resource_id=${key.id}`, { token: acct.token })).body
   expect(updated.total).toBe(1)
   expect(updated.data[0].actor.type).toBe('api_key')
@@ -224,6 +231,8 @@ test('key settings: limit, plan, release after, holder releases and metadata sav
   await page.getByLabel('Release an inactive device after').fill('')
   await page.getByLabel('Device releases allowed to the key holder').fill('')
   await save()
+  await page.getByText('Settings saved.').waitFor()
+  await page.getByRole('tab', { name: 'Overview' }).click()
   await page.getByText('Kept until released').waitFor()
   expect(await stored()).toMatchObject({ release_after_seconds: null, deactivations_allowed: null, plan: 'enterprise', activation_limit: 5 })
 }, FLOW)

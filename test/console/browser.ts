@@ -46,9 +46,10 @@ export function unlabelledControls(page: Page): Promise<string[]> {
   })
 }
 
-export async function openConsole(baseUrl: string): Promise<Console> {
+/** `timezoneId`: the browser's time zone (e.g. far from UTC, to show what a page reads as UTC). */
+export async function openConsole(baseUrl: string, opts: { timezoneId?: string } = {}): Promise<Console> {
   const browser = await launchChromium()
-  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light' })
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light', ...opts })
   const page = await context.newPage()
   page.setDefaultTimeout(20_000)
   const requests: string[] = []

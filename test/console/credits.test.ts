@@ -35,7 +35,7 @@ test('a metered key: its balance, refill rule and next refill; add, subtract and
   const device = 'ab'.repeat(32)
   for (let i = 0; i < 3; i++) expect((await api('POST', '/v1/validate', { key: key.key_value, device_fingerprint: device, cost: 10 })).valid).toBe(true)
   await h.node.deps.validation.credits.flush()
-  await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.goto(`${h.node.url}/console#/keys/${key.id}?tab=settings`)
   const panel = page.getByRole('region', { name: 'Credits' })
   await panel.getByText('Topped up to 500 every month on the 31st').waitFor()
   await panel.getByText('Next:').waitFor()
@@ -69,7 +69,7 @@ test('a metered key: its balance, refill rule and next refill; add, subtract and
 test('an unmetered key is made metered with a daily top-up, then unmetered again', async () => {
   const { page } = c
   const key = await newKey(h.call, acct.token, product.id)
-  await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.goto(`${h.node.url}/console#/keys/${key.id}?tab=settings`)
   await page.getByRole('heading', { name: 'Make this key metered' }).waitFor()
   await page.getByLabel('Balance', { exact: true }).fill('100')
   await page.getByLabel('Refill', { exact: true }).selectOption('day')

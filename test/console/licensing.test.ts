@@ -142,6 +142,7 @@ test('entitlements: add and remove on a policy; on a key, remove an inherited on
   // A key of the policy: the inherited codes are listed; removing one sets it null on the key only.
   const key = await newKey(h.call, acct.token, product.id, { policy_id: policyId })
   await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.getByRole('tab', { name: 'Settings' }).click() // entitlements, inherited values and settings are the key page's Settings tab
   await page.getByRole('heading', { name: 'Entitlements' }).waitFor()
   await page.getByRole('button', { name: 'Remove export' }).click()
   await page.getByText('export removed').waitFor()
@@ -186,15 +187,15 @@ test('suspend, reinstate and reissue on the key page; suspended in the list and 
   const key = await newKey(h.call, acct.token, product.id)
   const check = async (k: string) => (await h.call('POST', '/v1/validate', { token: acct.token, body: { key: k, device_fingerprint: fp(2) } })).body
   expect((await check(key.key_value)).valid).toBe(true)
-  await page.goto(`${h.node.url}/console#/keys/${key.id}`)
+  await page.goto(`${h.node.url}/console#/keys/${key.id}?tab=lifecycle`)
   await page.getByRole('heading', { name: 'Suspend', exact: true }).waitFor()
   // A past end is refused in the browser, under its field.
-  await page.getByLabel('Reinstate automatically at (optional)').fill('2020-01-01T10:00')
+  await page.getByLabel('Reinstate automatically at (optional, UTC)').fill('2020-01-01T10:00')
   await page.getByRole('button', { name: 'Suspend key' }).click()
   await page.locator('#susp-until-error').waitFor()
   const until = new Date(Date.now() + 3 * 86_400_000)
-  const local = new Date(until.getTime() - until.getTimezoneOffset() * 60_000).toISOString().slice(0, 16)
-  await page.getByLabel('Reinstate automatically at (optional)').fill(local)
+  // Typed in UTC, as every date on the key page (its hint says so).
+  await page.getByLabel('Reinstate automatically at (optional, UTC)').fill(until.toISOString().slice(0, 16))
   await page.getByLabel('Why (optional)').fill('chargeback')
   await page.getByRole('button', { name: 'Suspend key' }).click()
   await page.getByRole('button', { name: 'Reinstate key' }).waitFor()
@@ -213,6 +214,7 @@ test('suspend, reinstate and reissue on the key page; suspended in the list and 
   await c.shoot('keys-suspended')
   await page.getByRole('link', { name: `Key ${key.key_prefix}…` }).click()
 
+  await page.getByRole('tab', { name: 'Actions' }).click()
   await page.getByRole('button', { name: 'Reinstate key' }).click()
   await page.getByRole('heading', { name: 'Suspend', exact: true }).waitFor()
   expect((await api('GET', `/v1/keys/${key.id}`)).status).toBe('active')
@@ -231,7 +233,7 @@ test('suspend, reinstate and reissue on the key page; suspended in the list and 
   await page.getByRole('heading', { name: `Key ${fresh.slice(0, 5)}…` }).waitFor()
   // Shown once: after a reload the page has no value to show.
   await page.reload()
-  await page.getByRole('button', { name: 'Reissue key value' }).waitFor()
+  await page.getByRole('button', { name: 'Reissue key value' }).waitFor() // the tab is in the address: a reload keeps it
   expect(await page.getByLabel('New license key').count()).toBe(0)
   expect(c.errors.filter((e) => !/status of 4\d\d/.test(e))).toEqual([])
 }, FLOW)

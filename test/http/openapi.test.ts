@@ -57,8 +57,10 @@ test('the document validates against the OpenAPI 3 schema', async () => {
 test('every route the app serves is documented (and only those)', () => {
   const served = new Set<string>()
   for (const r of h.node.app.routes) {
-    // /docs (its page, assets, JSON) and the console (/console, its assets) are pages for people, not API routes.
+    // /docs (its page, assets, JSON), the console (/console, its assets) and the air-gapped end-user page (GET /portal/…, its
+    // assets; its two POST routes are API routes) are pages for people, not API routes.
     if (r.path === '/docs' || r.path.startsWith('/docs/') || r.path.startsWith('/console') || r.method === 'OPTIONS') continue
+    if (r.method === 'GET' && r.path.startsWith('/portal/')) continue
     const path = r.path.replace(/:([^/]+)/g, '{$1}').replace(/(.)\/$/, '$1')
     served.add(`${r.method.toLowerCase()} ${path}`)
   }
@@ -82,7 +84,8 @@ test('each operation: success and error responses, bearer security on /v1 (excep
       }
       // The body limit holds on every route, before routing.
       expect([method, path, codes.includes('413')]).toEqual([method, path, true])
-      if (path.startsWith('/v1/')) {
+      // A relay's check-in has no token: the relay's signature over the body is its credential.
+      if (path.startsWith('/v1/') && path !== '/v1/relays/{id}/check-in') {
         expect(op.security).toEqual([{ bearer: [] }])
         expect(codes).toContain('401')
       }
@@ -169,5 +172,21 @@ test("every answer under /docs has the console's CSP (same origin, no framing) a
     expect([path, res.headers.get('x-content-type-options')]).toEqual([path, 'nosniff'])
     // The console's policy, but for the styles Scalar injects at run time.
     expect([path, csp]).toEqual([path, CONSOLE_CSP.replace("style-src 'self'", "style-src 'self' 'unsafe-inline'")])
+  }
+})
+
+test('GET /v1/keys/export: its two media types and its Content-Type, Content-Disposition and Cache-Control headers are documented, as served', async () => {
+  const ok = doc.paths['/v1/keys/export'].get.responses['200']
+  expect(Object.keys(ok.content).sort()).toEqual(['application/x-ndjson', 'text/csv'])
+  expect(Object.keys(ok.headers)).toEqual(expect.arrayContaining(['X-Request-Id', 'Content-Type', 'Content-Disposition', 'Cache-Control']))
+  expect(ok.headers['Cache-Control'].schema.enum).toEqual(['no-store'])
+  // What the route really sends matches what the document says.
+  const { token } = await h.account()
+  for (const format of ['ndjson', 'csv']) {
+    const res = await h.call('GET', `/v1/keys/export?format=${format}`, { token })
+    expect(res.status).toBe(200)
+    expect(ok.headers['Content-Type'].schema.enum).toContain(res.headers.get('content-type'))
+    expect(res.headers.get('content-disposition')).toMatch(new RegExp(ok.headers['Content-Disposition'].schema.pattern))
+    expect(res.headers.get('cache-control')).toBe('no-store')
   }
 })

@@ -7,7 +7,7 @@ test('an account can ping, create a product and a key', async () => {
   const { id, token } = await h.account()
   const ping = await h.call('GET', '/v1/ping', { token })
   expect(ping.status).toBe(200)
-  expect(ping.body).toEqual({ status: 'ok', accountId: id })
+  expect(ping.body).toEqual({ status: 'ok', accountId: id, accountName: 'Test growth' })
   expect(ping.headers.get('x-request-id')).toMatch(/^req_/)
   const product = await h.call('POST', '/v1/products', { token, body: { name: 'App', slug: 'app' } })
   expect(product.status).toBe(201)

@@ -24,6 +24,8 @@ export interface Session {
   token: string
   mode: Mode
   accountId: string | null
+  /** The account's name, shown in the top bar (absent in a session saved before it was kept). */
+  accountName?: string
 }
 
 const KEY = 'keyward.console.session'
@@ -143,8 +145,8 @@ export const del = <T>(path: ApiPath) => request<T>('DELETE', path)
  */
 export async function identify(token: string): Promise<Session> {
   try {
-    const ping = await request<{ accountId: string }>('GET', apiPath`/v1/ping`, undefined, token)
-    return { token, mode: 'account', accountId: ping.accountId }
+    const ping = await request<{ accountId: string; accountName?: string }>('GET', apiPath`/v1/ping`, undefined, token)
+    return { token, mode: 'account', accountId: ping.accountId, ...(ping.accountName ? { accountName: ping.accountName } : {}) }
   } catch (err) {
     if (!(err instanceof ApiError) || err.problem.status !== 401) throw err
   }

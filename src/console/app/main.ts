@@ -76,7 +76,9 @@ function App() {
     <header class="topbar">
       <button type="button" class="btn ghost menu" aria-expanded=${menu} aria-controls="nav" onClick=${() => setMenu(!menu)}>Menu</button>
       <span class="brand"><span class="logo" aria-hidden="true">◆</span> Keyward</span>
-      <span class="who">${session.mode === 'operator' ? html`<span class="badge operator">Operator</span>` : html`<span class="mono muted">${session.accountId}</span>`}</span>
+      <span class="who">${session.mode === 'operator' ? html`<span class="badge operator">Operator</span>` : session.accountName
+        ? html`<span class="account-name" title=${`Account ${session.accountId}`}>${session.accountName}</span>`
+        : html`<span class="mono muted">${session.accountId}</span>`}</span>
       ${themeButton}
       <button type="button" class="btn ghost" onClick=${signOut}>Sign out</button>
     </header>

@@ -29,7 +29,7 @@ export interface Section {
   mode: Mode
   list: (query: URLSearchParams) => View
   /** One object's page, `#/keys/<id>`, for well-formed ids of this kind only. */
-  item?: { prefix: IdPrefix; noun: string; page: (id: string) => View }
+  item?: { prefix: IdPrefix; noun: string; page: (id: string, query: URLSearchParams) => View }
 }
 
 // In navigation order; each mode's first section is its home page (and the page of an unknown hash).
@@ -48,7 +48,7 @@ export const SECTIONS: Section[] = [
     label: 'License keys',
     mode: 'account',
     list: (query) => html`<${Keys} query=${query} />`,
-    item: { prefix: 'key', noun: 'a license key', page: (id) => html`<${KeyPage} key=${id} id=${id} />` },
+    item: { prefix: 'key', noun: 'a license key', page: (id, query) => html`<${KeyPage} key=${id} id=${id} query=${query} />` },
   },
   { path: 'import', label: 'Import keys', mode: 'account', list: () => html`<${ImportKeys} />` },
   {
@@ -98,7 +98,7 @@ export function resolve(mode: Mode, hash: string): { section: Section; view: Vie
   if (!section.item || rest.length === 0 || section.path !== first) return { section, view: section.list(query) }
   const id = rest.map(decode).join('/')
   if (!isId(section.item.prefix, id)) return { section, view: NotAnId(section, id) }
-  return { section, view: section.item.page(id) }
+  return { section, view: section.item.page(id, query) }
 }
 
 function NotAnId(section: Section, text: string) {

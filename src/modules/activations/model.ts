@@ -38,6 +38,7 @@ export const Activation = t.Object({
   replaced_fingerprints: t.Array(t.String(), {
     description: 'Fingerprints this activation was rebound from, newest first, at most 8: each is refused (device_mismatch) while listed',
   }),
+  offline: t.Boolean({ description: 'An air-gapped seat: taken by a request code (POST /v1/offline/activations or the product\'s end-user page)' }),
 })
 export type Activation = typeof Activation.static
 

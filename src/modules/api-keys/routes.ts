@@ -11,10 +11,13 @@ import * as service from './service'
 export function apiKeyRoutes(deps: Deps) {
   return new Elysia({ name: 'keyward.api-keys', prefix: '/v1' })
     .use(authPlugin(deps.principals))
-    .get('/ping', ({ principal }) => ({ status: 'ok', accountId: principal.accountId }), {
+    .get('/ping', async ({ principal }) => ({ status: 'ok' as const, accountId: principal.accountId, accountName: await service.accountName(deps.sql, principal.accountId) }), {
       auth: 'any',
       // Any scope passes, so no 403.
-      response: { 200: t.Object({ status: t.Literal('ok'), accountId: t.String() }), ...problems(400, 401, 503) },
+      response: {
+        200: t.Object({ status: t.Literal('ok'), accountId: t.String(), accountName: t.String({ description: 'The account’s name (the console’s top bar shows it)' }) }),
+        ...problems(400, 401, 503),
+      },
       detail: { tags: ['Account'], summary: 'Check the API key and see its account' },
     })
     .guard({ auth: 'full_access', response: behindAuth(), detail: { tags: ['API keys'] } }, (keys) =>

@@ -75,3 +75,6 @@ export async function deleteApiKey(deps: Deps, accountId: string, id: string, ac
   }
   await deps.bus.publish({ kind: 'api_key', tokenHash: outcome })
 }
+
+/** `GET /v1/ping`'s account name (the console's top bar shows it rather than the id). */
+export const accountName = (sql: Sql, accountId: string) => repo.accountName(sql, accountId)

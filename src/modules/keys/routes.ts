@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, TEXT_TYPES_MARK, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, TEXT_TYPES_MARK, ANSWER_HEADERS_MARK, withBody } from '../../http/responses'
 import { IdParam } from '../../http/schema'
 import { CreatedKey, CreateKeyBody, ExtendBody, Key, KeyDetail, KeyPage, ListKeysQuery, PatchKeyBody, RevokeBody, SuspendBody } from './model'
 import * as service from './service'
@@ -84,6 +84,17 @@ export function keyRoutes(deps: Deps) {
         response: {
           200: t.String({
             [TEXT_TYPES_MARK]: ['application/x-ndjson', 'text/csv'],
+            [ANSWER_HEADERS_MARK]: {
+              'Content-Type': {
+                description: 'application/x-ndjson, or text/csv; charset=utf-8 with format=csv',
+                schema: { type: 'string', enum: ['application/x-ndjson', 'text/csv; charset=utf-8'] },
+              },
+              'Content-Disposition': {
+                description: 'A download named for the day (UTC): attachment; filename="keys-2026-11-28.ndjson" (.csv with format=csv)',
+                schema: { type: 'string', pattern: '^attachment; filename="keys-\\d{4}-\\d{2}-\\d{2}\\.(ndjson|csv)"$' },
+              },
+              'Cache-Control': { description: 'no-store: the export holds key hashes, no cache keeps it', schema: { type: 'string', enum: ['no-store'] } },
+            },
             description:
               'Streamed. NDJSON: one key per line, with product_slug, key_hash (or key_sha256 for a hash-only import not validated yet) ' +
               'and its active devices as activations. CSV: a header row and the same fields but activations (metadata, entitlements, ' +

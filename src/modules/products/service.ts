@@ -2,34 +2,37 @@ import type { Deps } from '../../deps'
 import { KEYS_PER_MESSAGE } from '../../infra/bus'
 import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId } from '../../infra/crypto'
-import { AppError, invalid, notFound } from '../../core/errors'
+import { AppError, invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
-import { byApiKey, emit } from '../events/outbox'
+import { byApiKey, emit, type Actor } from '../events/outbox'
 import type { CreateProductBody, Product, UpdateProductBody } from './model'
 import * as repo from './repo'
 
 /** `record` (Idempotency-Key) stores the response in the create's transaction. */
 export async function createProduct(deps: Deps, who: Principal, input: CreateProductBody, record?: RecordCreated): Promise<Product> {
-  return deps.sql.begin(async (tx) => {
-    await lockUnderPlanLimit(tx, who.accountId, 'products', repo.countProducts)
+  return createProductAs(deps.sql, who.accountId, input, byApiKey(who), record)
+}
+
+/** As createProduct, by any actor (the CLI's is the operator). */
+export async function createProductAs(sql: Deps['sql'], accountId: string, input: CreateProductBody, actor: Actor, record?: RecordCreated): Promise<Product> {
+  return sql.begin(async (tx) => {
+    await lockUnderPlanLimit(tx, accountId, 'products', repo.countProducts)
     const product = await repo.insertProduct(tx, {
       id: newId('prod'),
-      accountId: who.accountId,
+      accountId,
       name: input.name,
       slug: input.slug,
       description: input.description ?? null,
     })
     if (!product) throw new AppError('slug_taken', `The slug ${input.slug} is already used in this account`)
-    await emit(tx, who.accountId, 'product.created', product, byApiKey(who))
+    await emit(tx, accountId, 'product.created', product, actor)
     return record ? record(tx, product) : product
   })
 }
 
 export async function getProduct(deps: Deps, who: Principal, id: string): Promise<Product> {
-  const product = isId('prod', id) ? await repo.findProduct(deps.sql, who.accountId, id) : null
-  if (!product) throw notFound('product', id)
-  return product
+  return foundById('prod', 'product', id, () => repo.findProduct(deps.sql, who.accountId, id))
 }
 
 export const listProducts = (deps: Deps, who: Principal) => repo.listProducts(deps.sql, who.accountId)
@@ -43,7 +46,7 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
     await repo.updateProduct(tx, who.accountId, id, input)
     const product = (await repo.findProduct(tx, who.accountId, id))!
     // emitted only when a value changed (like key.updated)
-    if (product.name !== before.name || product.description !== before.description) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
+    if (product.name !== before.name || product.description !== before.description || product.offline_portal !== before.offline_portal) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
     return product
   })
 }
@@ -66,3 +69,6 @@ export async function deleteProduct(deps: Deps, who: Principal, id: string): Pro
     await deps.bus.publish({ kind: 'keys', keyHashes: keyHashes.slice(i, i + KEYS_PER_MESSAGE) })
   }
 }
+
+/** The account's products, by account id (the CLI's `products list`). */
+export const listProductsOf = (sql: Deps['sql'], accountId: string) => repo.listProducts(sql, accountId)

@@ -1,6 +1,7 @@
 import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
+import { relaySeatsColumn } from '../activations/relay-count'
 import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot/hot-state'
 import { NO_ENTITLEMENTS, type KeyIdentity } from './hot/key-row'
 import type { ComponentMatch, Components } from '../../core/component-match'
@@ -19,6 +20,7 @@ type StateRow = {
   policy_id: string | null
   own_fields: string[]
   metered: boolean
+  relay_seats: number
   /** the key's own component_match (null: inherited) and the effective one */
   own_component_match: ComponentMatch | null
   component_match: ComponentMatch
@@ -39,7 +41,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
   const [row] = await sql<StateRow[]>`select k.account_id, k.product_id,
       case when k.status = 'revoked' then 'revoked' when k.suspended_at is not null then 'suspended' else 'active' end as status,
       k.plan, k.expires_at, k.activation_limit, k.entitlements, k.grace_seconds, k.after_expiry, k.policy_id, k.own_fields,
-      k.credits_remaining is not null as metered,
+      k.credits_remaining is not null as metered, ${relaySeatsColumn(sql)} as relay_seats,
       coalesce((select array_agg(a.device_fingerprint) from activations a
                 where a.key_id = k.id and a.status = 'active'), '{}') as devices,
       k.component_match as own_component_match, coalesce(k.component_match, p.component_match, 'off') as component_match,
@@ -75,6 +77,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       oneKeyPerDevice: false, // the policy's, merged in on use
       metered: row.metered,
       identity: identityOf(row),
+      relaySeats: row.relay_seats,
     }
   }
   const entitlements = mergeEntitlements(null, row.entitlements)
@@ -95,6 +98,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     metered: row.metered,
     componentMatch: row.component_match,
     identity: identityOf(row),
+    relaySeats: row.relay_seats,
   }
 }
 

@@ -9,8 +9,11 @@ import type { IssuedLicense } from '../../../modules/offline/model'
 import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
+import { fromUtcInput } from './signing-keys'
 import { KeyCredits } from '../credits'
+import { KeyRelays } from './key-relays'
 import { OVERRIDABLE } from '../../../core/key-settings'
+import { AirGappedMark } from './key-offline'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
 /** Where a setting of a key with a policy comes from, for its field's hint. */
@@ -220,9 +223,9 @@ function Inheritance({ k, policy, onDone }: { k: KeyDetail; policy: Policy; onDo
 function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   const suspended = k.suspended_at !== null
   const [reason, setReason] = useState(k.suspend_reason ?? '')
-  const [until, setUntil] = useState(k.suspended_until ? localInput(k.suspended_until) : '')
+  const [until, setUntil] = useState(k.suspended_until ? utcInput(k.suspended_until) : '')
   const { busy, problem, submit } = useSubmit(async () => {
-    const at = until ? new Date(until) : null
+    const at = until ? fromUtcInput(until) : null
     if (at && !(at.getTime() > Date.now())) invalid([{ field: 'body.until', message: 'A moment in the future, or empty: until you reinstate it.' }])
     return post<Key>(apiPath`/v1/keys/${k.id}/suspend`, { ...(reason.trim() ? { reason: reason.trim() } : {}), ...(at ? { until: at.toISOString() } : {}) })
   }, onDone)
@@ -240,7 +243,7 @@ function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
     <${Field} label="Why (optional)" id="susp-reason" name="reason" problem=${problem}>
       <input id="susp-reason" maxlength="500" value=${reason} placeholder="e.g. payment overdue" onInput=${(e: Event) => setReason((e.target as HTMLInputElement).value)} />
     </${Field}>
-    <${Field} label="Reinstate automatically at (optional)" id="susp-until" name="until" problem=${problem} hint="Your local time. Empty: until you reinstate it.">
+    <${Field} label="Reinstate automatically at (optional, UTC)" id="susp-until" name="until" problem=${problem} hint=${`${TIME_RULE} Now: ${nowUtc()}. Empty: until you reinstate it.`}>
       <input id="susp-until" type="datetime-local" value=${until} onInput=${(e: Event) => setUntil((e.target as HTMLInputElement).value)} />
     </${Field}>
     <${FormProblem} problem=${problem} fields=${['reason', 'until']} />
@@ -248,12 +251,17 @@ function Suspension({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   </form>`
 }
 
-/** `2026-11-30T10:00` in the browser's time zone, as a datetime-local input holds it. */
-function localInput(iso: string) {
-  const d = new Date(iso)
-  const pad = (n: number) => String(n).padStart(2, '0')
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`
+/**
+ * The key page's one rule for what you type: dates and times are UTC, as every node acts on them at
+ * once (the signing-keys page reads its times the same way). Each field's hint says it, with the hour now.
+ */
+export const TIME_RULE = 'In UTC, like every date you type on this page.'
+
+/** `2026-11-30T10:00` in UTC, as a datetime-local input read as UTC holds it. */
+export function utcInput(iso: string) {
+  return new Date(iso).toISOString().slice(0, 16)
 }
+const nowUtc = () => `${new Date().toISOString().slice(11, 16)} UTC`
 
 /** A new key value for a leaked or lost one: shown once here, the old value refused at once. */
 function Reissue({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
@@ -298,7 +306,7 @@ function Extend({ k, onDone }: { k: KeyDetail; onDone: () => void }) {
   if (k.status === 'revoked') return null
   return html`<form class="panel form" onSubmit=${submit} aria-label="Extend">
     <h2>Extend</h2>
-    <${Field} label="Expires at the end of" id="extend-date" name="expires_at" problem=${problem} hint="UTC. An expired key becomes active again.">
+    <${Field} label="Expires at the end of (UTC)" id="extend-date" name="expires_at" problem=${problem} hint=${`${TIME_RULE} Now: ${nowUtc()}. The key works to the end of that day; an expired key becomes active again.`}>
       <input id="extend-date" type="date" required=${!perpetual} disabled=${perpetual} value=${date} onInput=${(e: Event) => setDate((e.target as HTMLInputElement).value)} />
     </${Field}>
     <label class="check"><input type="checkbox" checked=${perpetual} onChange=${(e: Event) => setPerpetual((e.target as HTMLInputElement).checked)} /> Never expires</label>
@@ -369,7 +377,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
             <thead><tr><th>Device</th><th class="hide-s">Version</th><th class="hide-s">Country</th><th>Last seen</th><th><span class="sr-only">Actions</span></th></tr></thead>
             <tbody>${active.map(
               (a) => html`<tr>
-                <td><span class="mono" title=${a.device_fingerprint}>${a.device_name ? a.device_name : short(a.device_fingerprint)}</span></td>
+                <td><span class="mono" title=${a.device_fingerprint}>${a.device_name ? a.device_name : short(a.device_fingerprint)}</span><${AirGappedMark} a=${a} /></td>
                 <td class="hide-s">${a.app_version ?? '—'}</td>
                 <td class="hide-s">${a.country ?? '—'}</td>
                 <td>${when(a.last_validated_at ?? a.activated_at)}</td>
@@ -384,7 +392,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
         : html`<ol class="timeline">
             ${[...active.slice().reverse(), ...past].map(
               (a) => html`<li>
-                <span class="mono">${short(a.device_fingerprint)}</span> activated ${when(a.activated_at)}${a.country ? ` from ${a.country}` : ''}
+                <span class="mono">${short(a.device_fingerprint)}</span> activated ${when(a.activated_at)}${a.country ? ` from ${a.country}` : ''}<${AirGappedMark} a=${a} />
                 ${a.status === 'deactivated' ? html` · released ${when(a.deactivated_at)} <span class="badge">${a.deactivation_reason}</span>` : html` · <${Badge} status="active" />`}
               </li>`,
             )}
@@ -392,7 +400,38 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
     </section>`
 }
 
-export function KeyPage({ id }: { id: string }) {
+/** The key page's tabs, in order; `#/keys/<id>?tab=<id>` opens one (the first when absent or unknown). */
+export const KEY_TABS = [
+  { id: 'overview', label: 'Overview' },
+  { id: 'settings', label: 'Settings' },
+  { id: 'lifecycle', label: 'Actions' }, // suspend, reissue, extend, revoke
+  { id: 'offline', label: 'Offline' },
+] as const
+export type KeyTab = (typeof KEY_TABS)[number]['id']
+
+/** The tab row: links (each tab has its address), arrow keys move between them as in any tab list. */
+function Tabs({ id, tab }: { id: string; tab: KeyTab }) {
+  const go = (t: KeyTab) => {
+    location.replace(`#/keys/${encodeURIComponent(id)}?tab=${t}`)
+    document.getElementById(`tab-${t}`)?.focus()
+  }
+  const onKey = (e: KeyboardEvent) => {
+    const i = KEY_TABS.findIndex((t) => t.id === tab)
+    const next = e.key === 'ArrowRight' ? i + 1 : e.key === 'ArrowLeft' ? i - 1 : e.key === 'Home' ? 0 : e.key === 'End' ? KEY_TABS.length - 1 : null
+    if (next === null) return
+    e.preventDefault()
+    go(KEY_TABS[(next + KEY_TABS.length) % KEY_TABS.length]!.id)
+  }
+  return html`<div class="tabs" role="tablist" aria-label="Key sections" onKeyDown=${onKey}>
+    ${KEY_TABS.map((t) => html`<a role="tab" id=${`tab-${t.id}`} href=${`#/keys/${encodeURIComponent(id)}?tab=${t.id}`}
+      aria-selected=${t.id === tab ? 'true' : 'false'} aria-controls="key-tabpanel" tabindex=${t.id === tab ? 0 : -1}
+      onClick=${(e: Event) => { e.preventDefault(); go(t.id) }}>${t.label}</a>`)}
+  </div>`
+}
+
+export function KeyPage({ id, query }: { id: string; query?: URLSearchParams }) {
+  const asked = query?.get('tab')
+  const tab: KeyTab = KEY_TABS.find((t) => t.id === asked)?.id ?? 'overview'
   const key = useLoad(() => get<KeyDetail>(apiPath`/v1/keys/${id}`), [id])
   const product = useLoad(async () => (key.data ? get<Product>(apiPath`/v1/products/${key.data.product_id}`).catch(() => null) : null), [key.data?.product_id])
   const policyId = key.data?.policy_id ?? null
@@ -402,15 +441,7 @@ export function KeyPage({ id }: { id: string }) {
   if (!k) return html`<${PageHead} title="License key" /><${Spinner} />`
   const p = policy.data
   const pending = k.expiry_pending
-  return html`<p class="crumbs"><a href="#/keys">License keys</a> /</p>
-    <${PageHead} title=${`Key ${k.key_prefix}…`}>
-      <${Badge} status=${k.status} />
-      <a class="btn" href=${`#/activity?resource_id=${k.id}`}>Activity</a>
-    </${PageHead}>
-    ${k.status === 'suspended'
-      ? html`<p class="alert warn" role="status">Suspended${k.suspend_reason ? ` (${k.suspend_reason})` : ''}: validate answers <code>suspended</code> on every device${k.suspended_until ? ` until ${when(k.suspended_until)}` : ' until you reinstate it'}.</p>`
-      : null}
-    <section class="panel" aria-labelledby="about-h">
+  const about = html`<section class="panel" aria-labelledby="about-h">
       <h2 id="about-h">About this key</h2>
       <dl class="props">
         <div><dt>Product</dt><dd>${product.data?.name ?? html`<span class="mono">${k.product_id}</span>`}</dd></div>
@@ -429,28 +460,54 @@ export function KeyPage({ id }: { id: string }) {
         <div><dt>Credits</dt><dd>${k.credits ? `${k.credits.remaining.toLocaleString()} left` : 'Unmetered'}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${k.id}</dd></div>
       </dl>
-    </section>
-    <${Devices} k=${k} onChange=${key.reload} />
-    ${k.policy_id
-      ? policy.error
-        ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
-        : p ? html`<${Inheritance} k=${k} policy=${p} onDone=${key.reload} />` : html`<${Spinner} />`
+    </section>`
+  // Each tab's panels, top to bottom. A feature's own panel goes in as one more element of its tab's
+  // list (its component in a file of its own, e.g. pages/key-relays.ts, taking `k` and `onDone`).
+  const panels: Record<KeyTab, unknown[]> = {
+    overview: [
+      about,
+      html`<${Devices} k=${k} onChange=${key.reload} />`,
+      html`<${KeyRelays} k=${k} onChange=${key.reload} />`,
+    ],
+    settings: [
+      k.policy_id
+        ? policy.error
+          ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
+          : p ? html`<${Inheritance} k=${k} policy=${p} onDone=${key.reload} />` : html`<${Spinner} />`
+        : null,
+      html`<${Settings} k=${k} onDone=${key.reload} />`,
+      k.policy_id && !p
+        ? null
+        : html`<${Entitlements} noun="key"
+            own=${k.policy_id ? ((k.overrides.entitlements ?? {}) as Own) : k.entitlements}
+            inherited=${k.policy_id ? p!.entitlements : null}
+            save=${(next: Own) => patch(apiPath`/v1/keys/${k.id}`, { entitlements: next })} onSaved=${key.reload} />`,
+      html`<${KeyCredits} k=${k} onDone=${key.reload} />`,
+    ],
+    lifecycle: [
+      k.status === 'revoked' ? html`<p class="panel muted">This key is revoked: revoking is final, so nothing here applies any more.</p>` : null,
+      html`<div class="grid-2">
+        <${Suspension} k=${k} onDone=${key.reload} />
+        <${Reissue} k=${k} onDone=${key.reload} />
+      </div>`,
+      html`<div class="grid-2">
+        <${Extend} k=${k} onDone=${key.reload} />
+        <${Revoke} k=${k} onDone=${key.reload} />
+      </div>`,
+    ],
+    offline: [
+      k.status !== 'active' ? html`<p class="panel muted">Offline licenses are issued for an active key only.</p>` : null,
+      html`<${Offline} k=${k} />`,
+    ],
+  }
+  return html`<p class="crumbs"><a href="#/keys">License keys</a> /</p>
+    <${PageHead} title=${`Key ${k.key_prefix}…`}>
+      <${Badge} status=${k.status} />
+      <a class="btn" href=${`#/activity?resource_id=${k.id}`}>Activity</a>
+    </${PageHead}>
+    ${k.status === 'suspended'
+      ? html`<p class="alert warn" role="status">Suspended${k.suspend_reason ? ` (${k.suspend_reason})` : ''}: validate answers <code>suspended</code> on every device${k.suspended_until ? ` until ${when(k.suspended_until)}` : ' until you reinstate it'}.</p>`
       : null}
-    <${KeyCredits} k=${k} onDone=${key.reload} />
-    <${Settings} k=${k} onDone=${key.reload} />
-    ${k.policy_id && !p
-      ? null
-      : html`<${Entitlements} noun="key"
-          own=${k.policy_id ? ((k.overrides.entitlements ?? {}) as Own) : k.entitlements}
-          inherited=${k.policy_id ? p!.entitlements : null}
-          save=${(next: Own) => patch(apiPath`/v1/keys/${k.id}`, { entitlements: next })} onSaved=${key.reload} />`}
-    <div class="grid-2">
-      <${Suspension} k=${k} onDone=${key.reload} />
-      <${Reissue} k=${k} onDone=${key.reload} />
-    </div>
-    <div class="grid-2">
-      <${Extend} k=${k} onDone=${key.reload} />
-      <${Revoke} k=${k} onDone=${key.reload} />
-    </div>
-    <${Offline} k=${k} />`
+    <${Tabs} id=${k.id} tab=${tab} />
+    <div id="key-tabpanel" role="tabpanel" aria-labelledby=${`tab-${tab}`}>${panels[tab]}</div>`
 }

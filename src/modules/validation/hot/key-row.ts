@@ -35,6 +35,8 @@ export interface KeyRow {
   oneKeyPerDevice: boolean
   /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credits/leases.ts) */
   metered: boolean
+  /** the seats its live relays hold (docs/api.md, "Relays"): taken like devices' (0 for most keys) */
+  relaySeats: number
   /**
    * Machine identity (docs/integrating.md, "Identifying machines"): the key's component_match, its own
    * for a key with a policy (`own` then says, merged on use), else the effective one. Absent: off.

@@ -9,7 +9,7 @@
 //   expiry); the limit as an int; account, product, plan and policy as ids into a counted string table.
 // - Devices: the first one as 32 bytes inline, more (rare) out of line as bytes (key-devices.ts).
 //   Also out of line (a Map by entry), only for the keys that have them: entitlements that are not
-//   empty, a policy key's own terms.
+//   empty, a policy key's own terms, relay seats.
 // - The field arrays grow by doubling as entries are handed out, up to `capacity` (the index doubles
 //   too, at half load). Reserving them for `capacity` at once cost nothing in RSS (pages not yet
 //   touched), but JavaScriptCore counts a typed array's whole size toward its heap (≈120 MB for the
@@ -48,6 +48,7 @@ interface Terms {
   /** machine identity: only keys whose rule is on hold anything here (key-row.ts) */
   componentMatch: ComponentMatch
   identity: KeyIdentity | null
+  relaySeats: number
 }
 
 /** One entry's fields as a row (hot-state.ts makes its object from it). */
@@ -194,9 +195,9 @@ export class KeyTable {
     if (row.metered) f |= METERED
     const componentMatch = row.componentMatch ?? 'off'
     const identity = row.identity ?? null
-    if (Object.keys(row.entitlements).length > 0 || row.own !== null || identity !== null || componentMatch !== 'off') {
+    if (Object.keys(row.entitlements).length > 0 || row.own !== null || row.relaySeats > 0 || identity !== null || componentMatch !== 'off') {
       f |= OUT_TERMS
-      this.terms.set(e, { entitlements: row.entitlements, own: row.own, componentMatch, identity })
+      this.terms.set(e, { entitlements: row.entitlements, own: row.own, relaySeats: row.relaySeats, componentMatch, identity })
     }
     this.devices.set(e, row.devices)
     this.flags[e] = f
@@ -302,6 +303,7 @@ export class KeyTable {
       metered: (f & METERED) !== 0,
       componentMatch: terms?.componentMatch ?? 'off',
       identity: terms?.identity ?? null,
+      relaySeats: terms?.relaySeats ?? 0,
     }
   }
 
