@@ -69,7 +69,7 @@ test('bad components are a 400 naming the field on both doors, on deactivate and
     [{ disk: 'abc' }, 'body.components.disk'],
     [{ disk: hash() + '0' }, 'body.components.disk'],
     [{ disk: 'g'.repeat(64) }, 'body.components.disk'],
-    [{ disk: 7 }, 'body.components'],
+    [{ disk: 7 }, 'body.components.disk'],
     [[hash()], 'body.components'],
     ['machine', 'body.components'],
   ]
