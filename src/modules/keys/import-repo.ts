@@ -59,6 +59,9 @@ export interface KeyInsert {
   suspend_reason: string | null
   suspended_until: string | null
   metadata: Record<string, unknown>
+  customer_email: string | null
+  customer_name: string | null
+  customer_external_id: string | null
   release_after_seconds: number | null
   deactivations_allowed: number | null
   entitlements: Record<string, unknown>
@@ -92,17 +95,17 @@ export async function insertKeys(tx: Tx, keys: KeyInsert[]): Promise<void> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
       deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, updated_at, pending_duration,
-      credits_remaining, credits_refill, credits_since)
+      credits_remaining, credits_refill, credits_since, customer_email, customer_name, customer_external_id)
     select id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
       expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
       deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, now(), pending_duration,
-      credits_remaining, credits_refill, credits_since
+      credits_remaining, credits_refill, credits_since, customer_email, customer_name, customer_external_id
     from jsonb_to_recordset(${tx.json(keys as unknown as JSONValue)}) as r(id text, account_id text, product_id text, key_hash text,
       portable_hash text, key_prefix text, external_id text, plan text, activation_limit integer, expires_at timestamptz, status text,
       revoked_at timestamptz, revoke_reason text, suspended_at timestamptz, suspend_reason text, suspended_until timestamptz,
       metadata jsonb, release_after_seconds integer, deactivations_allowed integer, entitlements jsonb, grace_seconds integer,
       after_expiry text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text, credits_remaining bigint,
-      credits_refill jsonb, credits_since timestamptz)`
+      credits_refill jsonb, credits_since timestamptz, customer_email text, customer_name text, customer_external_id text)`
 }
 
 export async function insertActivations(tx: Tx, rows: ActivationInsert[]): Promise<void> {
