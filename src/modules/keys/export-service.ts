@@ -52,7 +52,7 @@ function csvCells(e: ExportedKey): unknown[] {
 
 export function exportKeys(deps: Pick<Deps, 'sql'>, who: { accountId: string }, query: ExportQuery): ReadableStream<Uint8Array> {
   const format = query.format ?? 'ndjson'
-  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status, keyPrefix: query.key_prefix }
+  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status, keyPrefix: query.key_prefix, q: query.q }
   const encoder = new TextEncoder()
   let after: ExportedKey['after'] | null = null
   let started = false

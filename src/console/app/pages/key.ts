@@ -9,6 +9,7 @@ import type { IssuedLicense } from '../../../modules/offline/model'
 import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
+import { KeyCustomer } from './key-customer'
 import { KeyCredits } from '../credits'
 import { OVERRIDABLE } from '../../../core/key-settings'
 
@@ -412,6 +413,7 @@ export function KeyPage({ id }: { id: string }) {
     <section class="panel" aria-labelledby="about-h">
       <h2 id="about-h">About this key</h2>
       <dl class="props">
+        <div class="wide"><dt>Customer</dt><dd><${KeyCustomer} k=${k} onDone=${key.reload} /></dd></div>
         <div><dt>Product</dt><dd>${product.data?.name ?? html`<span class="mono">${k.product_id}</span>`}</dd></div>
         <div><dt>Policy</dt><dd>${k.policy_id ? html`<a href=${`#/policies/${k.policy_id}`}>${p?.name ?? k.policy_id}</a>` : 'None'}</dd></div>
         <div><dt>Plan</dt><dd>${k.plan ?? '—'}</dd></div>
