@@ -1,6 +1,7 @@
 // A key's customer through the import (a `customer` object in JSON and NDJSON rows, the columns
 // customer_email, customer_name, customer_external_id in CSV), bad values named by row and field, and
-// the export writing it back (NDJSON: the object; CSV: the columns) so an export re-imports as it was.
+// the export writing it back (NDJSON: the object; CSV: the columns) so an export re-imports as it was,
+// and filtered by the list's search.
 import { describe, expect, setDefaultTimeout, test } from 'bun:test'
 import { newProduct, useHarness } from '../support/harness'
 
@@ -106,6 +107,9 @@ describe('import and export with customers', () => {
       { email: null, name: '-dash first', external_id: null },
       null,
     ])
+    // the export takes the list's search too
+    const found = (await h.call('GET', '/v1/keys/export?q=ONE.example', { token })).body
+    expect(lines(typeof found === 'string' ? found : JSON.stringify(found)).map((r) => r.customer?.email)).toEqual(['x@one.example'])
     const csv = (await h.call('GET', '/v1/keys/export?format=csv', { token })).body as string
     const header = csv.split('\n')[0]!.split(',')
     expect(header.slice(-3)).toEqual(['customer_email', 'customer_name', 'customer_external_id'])
