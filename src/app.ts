@@ -9,6 +9,9 @@ import { answerLog, kernel } from './http/kernel'
 import { routeOnParsedPath } from './http/request-path'
 import { adminRoutes } from './modules/accounts/routes'
 import { activationRoutes } from './modules/activations/routes'
+import { airGappedRoutes, portalRoutes } from './modules/air-gapped/routes'
+import { PortalGate } from './modules/air-gapped/portal'
+import { portalPage } from './portal/serve'
 import { analyticsRoutes } from './modules/analytics/routes'
 import type { Principals } from './modules/api-keys/principals'
 import { apiKeyRoutes } from './modules/api-keys/routes'
@@ -24,6 +27,7 @@ import { offlineRoutes } from './modules/offline/routes'
 import { opsRoutes } from './modules/ops/routes'
 import { productRoutes } from './modules/products/routes'
 import { policyRoutes } from './modules/policies/routes'
+import { CHECK_IN_BODY_LIMIT, RELAYS_PREFIX, relayCheckInRoutes, relayRoutes } from './modules/relays/routes'
 import { Signers } from './modules/signing/signers'
 import { signingRoutes } from './modules/signing/routes'
 import { validationRoutes, validationServeRoutes } from './modules/validation/routes'
@@ -47,8 +51,11 @@ const BODY_LIMITS: ReadonlyMap<string, number> = new Map([
 ])
 /** The routes whose JSON body arrives as text too: the import reads `{rows}` in slices (keys/import-json.ts). */
 const TEXT_BODIES: ReadonlySet<string> = new Set(['/v1/keys/import'])
-/** The routes whose body arrives as raw bytes: a payment provider's signature is over the exact body. */
-const RAW_BODIES: ReadonlyMap<string, number> = new Map([[HOOK_PREFIX, HOOK_BODY_LIMIT]])
+/** The routes whose body arrives as raw bytes: a payment provider's and a relay's signature is over the exact body. */
+const RAW_BODIES: ReadonlyMap<string, number> = new Map([
+  [HOOK_PREFIX, HOOK_BODY_LIMIT],
+  [RELAYS_PREFIX, CHECK_IN_BODY_LIMIT],
+])
 
 export function createApp(deps: NodeDeps) {
   // POST /v1/validate is served by Bun's router straight into the validation engine (see
@@ -59,6 +66,8 @@ export function createApp(deps: NodeDeps) {
   // The app's routes, for the client-route wrapper (which reads their CLIENT/SIGNED declarations at
   // the first request): set once every module below is mounted.
   let mounted: () => readonly { method: string; path: string }[] = () => []
+  // The air-gapped end-user page and its two routes share one set of per-address and per-key limits (modules/air-gapped/portal.ts).
+  const portalGate = new PortalGate()
   const app = new Elysia({ name: 'keyward', serve: { routes: validationServeRoutes(deps, deps.validation, signers) } })
     .wrap(routeOnParsedPath as never) // the path, whatever the Host header (see http/request-path.ts)
     // CORS and signed answers on the routes declared CLIENT and SIGNED (http/client-answers.ts; the fast
@@ -67,6 +76,7 @@ export function createApp(deps: NodeDeps) {
     .use(kernel(deps.log, BODY_LIMITS, RAW_BODIES, TEXT_BODIES))
     .use(docs({ events: WEBHOOK_EVENTS }))
     .use(consoleRoutes())
+    .use(portalPage(deps.sql, portalGate))
     .use(opsRoutes(deps))
     .use(adminRoutes(deps))
     .use(apiKeyRoutes(deps))
@@ -79,6 +89,10 @@ export function createApp(deps: NodeDeps) {
     .use(analyticsRoutes(deps))
     .use(offlineRoutes(deps, signers))
     .use(signingRoutes(deps, signers))
+    .use(airGappedRoutes(deps, deps.validation.holders, signers))
+    .use(portalRoutes(deps, deps.validation.holders, signers, portalGate))
+    .use(relayRoutes(deps, signers))
+    .use(relayCheckInRoutes(deps, signers))
     .use(webhookRoutes(deps))
     .use(eventRoutes(deps))
     .use(connectorRoutes(deps))

@@ -16,6 +16,7 @@ import { OPERATOR } from './modules/events/outbox'
 import { MAX_IMPORT_BYTES, MAX_IMPORT_ROWS, type ImportFormat } from './modules/keys/import-parse'
 import { importKeys } from './modules/keys/import-service'
 import { exportKeys } from './modules/keys/export-service'
+import { runRelay } from './modules/relay/cli'
 
 const USAGE = `Usage:
   bun run keyward migrate                                   apply pending SQL migrations
@@ -32,6 +33,8 @@ const USAGE = `Usage:
                                                             extension unless given)
   bun run keyward export --account ID [--format ndjson|csv] [--product ID] [--policy ID]
                          [--status STATUS] [--out FILE]     export the account's keys (stdout unless --out)
+  bun run keyward relay request|load|serve --data DIR       the relay mode: floating seats on a customer's network
+                                                            (\`bun run keyward relay\` for its commands)
 Plans: ${PLANS.join(', ')}
 Scopes: ${SCOPES.join(', ')}`
 
@@ -205,6 +208,8 @@ const COMMANDS: Record<string, (config: Config, args: string[]) => Promise<void>
 const SINGLE: Record<string, (config: Config, args: string[]) => Promise<void>> = { import: importCommand, export: exportCommand }
 
 async function main(argv: string[]): Promise<number> {
+  // The relay mode needs none of the node's settings (no Postgres, NATS or Redis): its own config.
+  if (argv[0] === 'relay') return runRelay(argv.slice(1))
   const config = loadConfig()
   const [command, sub] = argv
   try {

@@ -160,3 +160,30 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     mailRetryDelaysMs: e.MAIL_RETRY_DELAYS_MS ? e.MAIL_RETRY_DELAYS_MS.split(',').map(Number) : MAIL_RETRY_DELAYS_MS,
   })
 }
+
+// ---- The relay mode (`keyward relay ...`, docs/integrating.md "Floating seats on your customer's network") ----
+const RelayEnv = t.Object({
+  UPSTREAM_URL: t.Optional(t.String({ pattern: '^https?://[^\\s]+$' })),
+  CHECK_IN_SECONDS: t.Optional(Int),
+  KEYWARD_MACHINE_ID: t.Optional(t.String({ minLength: 1, maxLength: 256 })),
+})
+
+export interface RelayConfig {
+  /** Where the relay checks in (the vendor's Keyward), without a trailing slash; null = never (offline). */
+  upstreamUrl: string | null
+  checkInSeconds: number
+  /** A container's identity given by its operator (it becomes the relay's fingerprint). */
+  machineId: string | null
+}
+
+/** The relay's settings from the environment (the relay needs none of the node's). */
+export function loadRelayConfig(env: Record<string, string | undefined> = process.env): Readonly<RelayConfig> {
+  const picked = { UPSTREAM_URL: env.UPSTREAM_URL || undefined, CHECK_IN_SECONDS: env.CHECK_IN_SECONDS || undefined, KEYWARD_MACHINE_ID: env.KEYWARD_MACHINE_ID || undefined }
+  if (!Value.Check(RelayEnv, picked)) {
+    const e = [...Value.Errors(RelayEnv, picked)][0]!
+    throw new ConfigError(`Invalid environment: ${e.path.slice(1)} ${e.message}`)
+  }
+  const seconds = picked.CHECK_IN_SECONDS === undefined ? 300 : Number(picked.CHECK_IN_SECONDS)
+  if (seconds < 1) throw new ConfigError('Invalid environment: CHECK_IN_SECONDS must be at least 1')
+  return Object.freeze({ upstreamUrl: picked.UPSTREAM_URL?.replace(/\/+$/, '') ?? null, checkInSeconds: seconds, machineId: picked.KEYWARD_MACHINE_ID ?? null })
+}

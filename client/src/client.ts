@@ -1,8 +1,9 @@
 // The Keyward client, the package's facade: signed validation with offline grace, the self-service
 // device screen, a heartbeat for floating seats, the device fingerprint and offline license checks.
 // The rooms behind it: transport.ts (HTTP, retries, verification), answers.ts (the wire mapping),
-// grace.ts (the stored answers), heartbeat.ts, signature.ts, signing-keys.ts (the root, certificates and
+// grace.ts (the stored answers), air-gapped.ts (activation by exchanged codes), heartbeat.ts, signature.ts, signing-keys.ts (the root, certificates and
 // the key set), license.ts, fingerprint.ts, storage.ts.
+import { AirGap, type OfflineActivationInput, type OfflineActivationPayload, type Receipt } from './air-gapped.js'
 import { endsGrace, isRefusal, missingOf, toDeactivate, toDevices, toRefused, toValid, type DeactivateAnswer, type DeactivateResult, type DevicesAnswer, type DevicesResult, type ValidateAnswer, type ValidateResult } from './answers.js'
 import { KeywardError, SignatureError, UnreachableError } from './errors.js'
 import { deriveFingerprint } from './fingerprint.js'
@@ -32,6 +33,11 @@ export interface KeywardOptions {
   productId?: string
   /** The license key value, if already known (validate() remembers the one it was given). */
   key?: string
+  /**
+   * The key's id (`key_...`), when the app knows it: an answer from a Keyward Relay whose license is for
+   * another key is then refused (docs/integrating.md, "Floating seats on your customer's network").
+   */
+  keyId?: string
   /** Default: localStorage in browsers, memory elsewhere; `fileStorage(path)` keeps grace across restarts. */
   storage?: KeywardStorage
   /** How long the last verified valid answer may stand in for an unreachable service. Default 3 days. */
@@ -79,6 +85,7 @@ export class Keyward {
   private readonly trust: Trust
   private readonly transport: Transport
   private readonly grace: GraceStore
+  private readonly airGap: AirGap
   private readonly now: () => number
   private key: string | undefined
   private fingerprintValue: Promise<string> | undefined
@@ -113,13 +120,21 @@ export class Keyward {
       now: this.now,
       sleep: options.sleep ?? sleep,
     })
-    this.trust = new Trust({ root: this.root, storage: this.storage, fetchKeySet: () => this.transport.getJson('/v1/offline/keys'), now: this.now })
+    this.trust = new Trust({ root: this.root, storage: this.storage, fetchKeySet: () => this.transport.getJson('/v1/offline/keys'), now: this.now, keyId: options.keyId })
     this.grace = new GraceStore({
       storage: this.storage,
       resolve: (kid, certificate) => this.trust.keyFor(kid, certificate, 'offline'),
       graceSeconds: this.graceSeconds,
       productId: this.productId,
       now: this.now,
+    })
+    this.airGap = new AirGap({
+      storage: this.storage,
+      productId: this.productId,
+      fingerprint: () => this.fingerprint(),
+      now: this.now,
+      checkLicense: (text) => this.checkLicenseText(text, 'offline'),
+      keyFor: (kid, certificate) => this.trust.keyFor(kid, certificate, 'offline'),
     })
   }
 
@@ -229,14 +244,66 @@ export class Keyward {
    * Checks an offline license text on this device (signature, device, product, expiry, clock), with
    * only the pinned root: a license signed by a signing key carries its certificate. A signer the
    * cached key set marks revoked is refused (`signing_key_revoked`: sync the license for a new one).
+   * With no text: the license stored by `activateOffline` (`malformed` when there is none).
    */
-  async verifyLicense(text: string): Promise<LicenseResult> {
+  async verifyLicense(text?: string): Promise<LicenseResult> {
+    if (text !== undefined) return this.checkLicenseText(text, 'online')
+    // No text: the license this device got by air-gapped activation (docs/integrating.md, "Customers
+    // without a network"), checked without the network (such a device has none to wait for): the
+    // certificate beside the signature, and the cached key set if any, decide.
+    return this.checkLicenseText((await this.airGap.license()) ?? '', 'offline')
+  }
+
+  /**
+   * Air-gapped activation, step 1 (docs/integrating.md, "Customers without a network"): makes this
+   * device's Ed25519 key pair and a request code, `KWREQ1.…` (at most 2,048 characters: one QR code;
+   * `request_too_long` otherwise), kept pending in the storage with the key pair. The user carries it
+   * to an online machine (the vendor's portal page, or the vendor's own page) and brings back the
+   * response code. The code holds the license key: show it to its owner only. Needs no network.
+   */
+  offlineActivationRequest(input: OfflineActivationInput): Promise<string> {
+    return this.airGap.request(input)
+  }
+
+  /** The pending request code (to show it again), or null when no request waits for its response. */
+  pendingOfflineRequest(): Promise<string | null> {
+    return this.airGap.pendingRequest()
+  }
+
+  /**
+   * Air-gapped activation, step 2: checks a response code `KWRES1.…` (its license signed by the
+   * account, through the chain to the pinned root; the answer to this device's pending request, for
+   * this fingerprint and this device key) and stores its license; `verifyLicense()` with no argument
+   * checks it from then on. Throws OfflineResponseError (`reason`) for a response it cannot accept,
+   * storing nothing. Needs no network.
+   */
+  activateOffline(response: string): Promise<LicenseResult & { valid: true; license: OfflineActivationPayload }> {
+    return this.airGap.activate(response)
+  }
+
+  /**
+   * Gives an offline activation's seat back: deletes the stored license and pending request, and
+   * returns the deactivation code `KWDEA1.<payload>.<signature>` signed by this device's key (the same
+   * code again until a new request starts). The user carries it to an online machine, which answers a
+   * receipt (`verifyReceipt`). Throws `not_activated_offline` when this device holds no such license.
+   */
+  offlineDeactivationRequest(): Promise<string> {
+    return this.airGap.deactivate()
+  }
+
+  /** Checks a deactivation receipt `KWRCP1.…` (signed by the account, chain to the pinned root); throws `invalid_receipt` otherwise. */
+  verifyReceipt(receipt: string): Promise<Receipt> {
+    return this.airGap.verifyReceipt(receipt)
+  }
+
+  private async checkLicenseText(text: string, reach: 'online' | 'offline'): Promise<LicenseResult> {
     const clock = this.now()
     const lastSeen = await this.grace.touchClock()
     const root = await this.root
     return checkLicense(text, {
       rootKid: root.kid,
-      keyFor: (kid, certificate, reach, accountId) => this.trust.keyFor(kid, certificate, reach, accountId),
+      // An air-gapped device never asks the network: the certificate beside the signature suffices.
+      keyFor: (kid, certificate, asked, accountId) => this.trust.keyFor(kid, certificate, reach === 'offline' ? 'offline' : asked, accountId),
       fingerprint: await this.fingerprint(),
       productId: this.productId,
       clock,

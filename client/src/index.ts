@@ -6,3 +6,4 @@ export { ClockSkewError, KeywardError, RateLimitedError, RevokedSignerError, Sig
 export type { KeySet, KeySetEntry, SigningKeyState } from './signing-keys.js'
 export { fileStorage, localStorageStorage, memoryStorage, type KeywardStorage } from './storage.js'
 export type { LicensePayload, LicenseRefusal, LicenseResult } from './license.js'
+export { OfflineResponseError, type OfflineActivationInput, type OfflineActivationPayload, type OfflineResponseRefusal, type Receipt } from './air-gapped.js'

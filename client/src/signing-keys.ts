@@ -4,6 +4,12 @@
 // root certified verifies with nothing but the pinned root, and a rotation needs no app update. The key
 // set is what tells an app that a certified key was revoked: it is cached in the storage, refreshed at
 // most once a day while online, and at once when a signer's kid is not in the cached set.
+// A Keyward Relay (the repository's docs/integrating.md, "Floating seats on your customer's network")
+// signs with its own key: its answers carry a two-link chain in Keyward-Certificate, the relay's
+// KWCERT1 (kid = its relay id, with a `scope`: relay_id, key_id, seats, expires_at) signed by the
+// account's signer, then the signer's KWCERT1 when the signer is not the root. The relay's certificate
+// is refused once its scope expired, when the signer is revoked, and when it is for another key than
+// the app's (`keyId`, when the app knows it).
 import { canonicalJson } from './canonical.js'
 import { fromBase64Loose, fromUtf8, parseJsonText, sha256Bytes, toHex, utf8 } from './encoding.js'
 import type { KeywardStorage } from './storage.js'
@@ -82,6 +88,17 @@ export interface TrustOptions {
   /** GET /v1/offline/keys: resolves with the parsed body of a 200, rejects otherwise. */
   fetchKeySet: () => Promise<unknown>
   now: () => number
+  /** The key the app holds, when it knows its id: a relay licensed for another key is refused. */
+  keyId?: string
+}
+
+interface RelayCertificate {
+  kid: string
+  raw: Uint8Array
+  accountId: string
+  keyId: string
+  expiresAt: number
+  key: VerifyKey
 }
 
 export type Reach = 'online' | 'offline'
@@ -108,6 +125,7 @@ export class Trust {
   async keyFor(kid: string, certificate: string | null, reach: Reach, accountId?: string): Promise<VerifyKey> {
     const root = await this.o.root
     if (kid === root.kid) return root.key
+    if (certificate !== null && isRelayChain(certificate)) return this.relayKey(root, kid, certificate, reach, accountId)
     const cert = certificate === null ? null : await this.certificate(root, certificate)
     if (cert && cert.kid !== kid) throw new TrustFailure(`the certificate is for the key ${cert.kid}, not for the signer ${kid}`)
     let known = await this.load()
@@ -226,6 +244,56 @@ export class Trust {
     return cert
   }
 
+  /**
+   * A relay's key: its certificate (the chain's first link) signed by the account's signer (the root,
+   * or the key the second link certifies, itself checked as any signer: a revoked one is refused),
+   * naming this kid, not expired, for this account and (when known) for the app's key.
+   */
+  private async relayKey(root: Root, kid: string, chain: string, reach: Reach, accountId?: string): Promise<VerifyKey> {
+    const links = chain.split(' ')
+    if (links.length > 2 || links.some((l) => l.length === 0)) throw new TrustFailure('the relay\'s certificate chain is malformed')
+    const [leaf, signerLink] = links as [string, string | undefined]
+    let signer: VerifyKey = root.key
+    if (signerLink !== undefined) {
+      const cert = await this.certificate(root, signerLink)
+      signer = await this.keyFor(cert.kid, signerLink, reach, accountId)
+    }
+    const relay = await this.relayCertificate(signer, leaf)
+    if (relay.kid !== kid) throw new TrustFailure(`the relay certificate is for ${relay.kid}, not for the signer ${kid}`)
+    const known = accountId ?? (await this.load())?.accountId
+    if (known && relay.accountId !== known) throw new TrustFailure(`the relay ${kid} is another account's`)
+    if (this.o.keyId !== undefined && relay.keyId !== this.o.keyId) throw new TrustFailure(`the relay ${kid} is licensed for another key (${relay.keyId})`)
+    if (relay.expiresAt <= this.o.now()) throw new TrustFailure(`the license of the relay ${kid} expired at ${new Date(relay.expiresAt).toISOString()}`)
+    return relay.key
+  }
+
+  private readonly relays = new Map<string, RelayCertificate>()
+
+  private async relayCertificate(signer: VerifyKey, text: string): Promise<RelayCertificate> {
+    const known = this.relays.get(text)
+    if (known) return known
+    const forged = new TrustFailure('the relay\'s certificate is not signed by the account\'s signer')
+    if (text.length > MAX_CERTIFICATE) throw forged
+    const parts = text.split('.')
+    if (parts.length !== 3 || parts[0] !== 'KWCERT1') throw forged
+    const sig = fromBase64Loose(parts[2]!)
+    if (!sig || sig.length !== 64) throw forged
+    const genuine = await crypto.subtle.verify({ name: 'Ed25519' }, signer as CryptoKey, sig as BufferSource, utf8(`${parts[0]}.${parts[1]}`) as BufferSource)
+    if (!genuine) throw forged
+    const p = certificatePayload(text)
+    const scope = p?.scope as Record<string, unknown> | undefined
+    const raw = typeof p?.public_key === 'string' ? fromBase64Loose(p.public_key) : null
+    const expiresAt = typeof scope?.expires_at === 'string' ? Date.parse(scope.expires_at) : NaN
+    if (!p || typeof p.kid !== 'string' || typeof p.account_id !== 'string' || !raw || raw.length !== 32 || !scope ||
+      scope.relay_id !== p.kid || typeof scope.key_id !== 'string' || !Number.isFinite(expiresAt)) {
+      throw new TrustFailure('the relay\'s certificate is malformed')
+    }
+    const cert = { kid: p.kid, raw, accountId: p.account_id, keyId: scope.key_id, expiresAt, key: await this.importOnce(p.kid, raw) }
+    if (this.relays.size >= 32) this.relays.clear()
+    this.relays.set(text, cert)
+    return cert
+  }
+
   private importOnce(kid: string, raw: Uint8Array): Promise<VerifyKey> {
     const name = `${kid}:${toHex(raw)}`
     let key = this.keys.get(name)
@@ -240,6 +308,13 @@ export class Trust {
 
 /** The storage entry of the key set: one per root, so apps of several accounts can share a storage. */
 const storageName = (root: Root) => `signing-keys:${root.kid}`
+
+/** A relay's chain: two links, or one whose payload carries a relay `scope`. */
+function isRelayChain(certificate: string): boolean {
+  if (certificate.includes(' ')) return true
+  const p = certificatePayload(certificate)
+  return !!p && typeof p.scope === 'object' && p.scope !== null
+}
 
 function certificatePayload(text: string): Record<string, unknown> | null {
   const part = text.split('.')[1]

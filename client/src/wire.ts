@@ -256,7 +256,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce */
+        /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce; invalid_deactivation: a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account's): all alike */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -266,7 +266,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+        /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; request_used: an air-gapped request code sent again after the activation it made was released (the device makes a new request); idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
         Conflict: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -430,7 +430,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce */
+            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce; invalid_deactivation: a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account's): all alike */
             400: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -470,7 +470,7 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
-            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
+            /** @description slug_taken: the product slug is already used in this account; key_revoked: the key is revoked; key_expired: the key is expired; key_suspended: the key is suspended; policy_in_use: deleting a policy that keys reference; device_already_used: the device already used another key of a one_key_per_device policy; activation_limit: every one of the key's seats is taken; key_unmetered: changing the credits of a key that has none (credits null); deactivation_limit: past the key's deactivations_allowed; request_used: an air-gapped request code sent again after the activation it made was released (the device makes a new request); idempotency_key_reused: the same Idempotency-Key with a different request, or while its first request still runs; last_full_access_key: deleting the account's last full_access API key; signing_key_limit: creating a 17th signing key that is not revoked (revoke one first); signing_key_revoked: activating a revoked signing key (it can never sign again) */
             409: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -593,7 +593,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce */
+            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce; invalid_deactivation: a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account's): all alike */
             400: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -725,7 +725,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce */
+            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce; invalid_deactivation: a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account's): all alike */
             400: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];
@@ -862,7 +862,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce */
+            /** @description invalid_request: malformed JSON, a body or query that fails its schema, a NUL in the query, a malformed Keyward-Nonce; invalid_deactivation: a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account's): all alike */
             400: {
                 headers: {
                     "Access-Control-Allow-Origin": components["headers"]["AccessControlAllowOrigin"];

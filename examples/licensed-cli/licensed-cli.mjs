@@ -7,15 +7,21 @@
 //   licensed-cli release <FP|this>  free a device's slot (sign out here, or a lost laptop)
 //   licensed-cli offline <FILE>     use an offline license file (no network at all)
 //   licensed-cli export <FILE>      a feature of the paid tier: needs the key's `export` entitlement
+//   licensed-cli activate-offline <KEY>           activate without internet: prints a request code (and
+//                                                 its QR), then reads the response code pasted on stdin
+//   licensed-cli activate-offline --response <FILE|->   the response code from a file (or stdin), later
+//   licensed-cli deactivate-offline               give the seat back: prints the deactivation code (and QR)
+//   licensed-cli deactivate-offline --receipt <FILE|->  check the receipt the online machine gave for it
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
 // `validate` token), KEYWARD_PUBLIC_KEY (the account's root: `public_key` from GET /v1/offline/public-key),
-// KEYWARD_PRODUCT_ID. State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
+// KEYWARD_PRODUCT_ID; OFFLINE_PAGE_URL (optional: the activation page a QR code opens). State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
 // LICENSED_CLI_HOME when set.
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import { Keyward, KeywardError, fileStorage } from '@keyward/client'
+import { Keyward, KeywardError, OfflineResponseError, fileStorage } from '@keyward/client'
+import { qrText } from '@keyward/client/qr' // needs the optional peer dependency qrcode-generator
 
 const DIR = process.env.LICENSED_CLI_HOME ?? join(homedir(), '.licensed-cli')
 mkdirSync(DIR, { recursive: true, mode: 0o700 })
@@ -82,7 +88,55 @@ async function licensed(key, require = []) {
   }
 }
 
-const [command, arg] = process.argv.slice(2)
+/** All of stdin (a pasted code may span lines; ends at an empty line after some text, or at EOF). */
+async function readPasted() {
+  let text = ''
+  for await (const chunk of process.stdin) {
+    text += chunk
+    if (/\S[^]*\n\s*\n/.test(text)) break
+  }
+  return text.trim()
+}
+
+/** The text of a file, or of stdin for `-`. */
+const readArg = async (file) => (file === '-' ? readPasted() : readFileSync(file, 'utf8').trim())
+
+/**
+ * A code to carry to an online machine: as text, and as a QR code for a phone's camera. With
+ * OFFLINE_PAGE_URL (your product's page, e.g. https://license.example.com/portal/prod_…/offline) a
+ * request code's QR code carries the page's address with the code in its fragment (never sent to a
+ * server): the phone opens the page with the code filled in.
+ */
+function showCode(code, what) {
+  console.log(`${what} (${code.length} characters):\n\n${code}\n`)
+  const page = process.env.OFFLINE_PAGE_URL
+  console.log(qrText(page && code.startsWith('KWREQ1.') ? `${page}#request=${code}` : code))
+}
+
+/** Why a response code was refused, for the user (nothing was stored). */
+function refusedResponse(err) {
+  if (!(err instanceof OfflineResponseError)) return problem(err)
+  const why = {
+    malformed: 'that is not a response code: copy all of it, starting with KWRES1.',
+    no_pending_request: 'this computer is not waiting for a response: run `licensed-cli activate-offline <KEY>` first',
+    wrong_request: 'that response answers another request code: use the response to the code this computer printed last',
+    wrong_device: 'that response is for another computer',
+    wrong_product: 'that response is for another product',
+    bad_signature: 'that response is not signed by the license server (or was altered): refusing it',
+    signing_key_revoked: 'that response was signed with a key the license server revoked: ask for a new one',
+    expired: 'that response has expired: make a new request code',
+    clock_set_back: "this computer's clock is wrong: set the date and time right and try again",
+  }
+  return why[err.reason] ?? `response refused: ${err.reason}`
+}
+
+/** Accepts a response code and says what it unlocks. */
+async function acceptResponse(response) {
+  const r = await keyward.activateOffline(response).catch((err) => fail(refusedResponse(err)))
+  console.log(`activated without internet: licensed until ${r.expiresAt.toISOString()} (plan ${r.license.plan ?? '-'}${features(r) ? `, features: ${features(r)}` : ''})`)
+}
+
+const [command, arg, arg2] = process.argv.slice(2)
 switch (command) {
   case 'activate': {
     if (!arg) fail('usage: licensed-cli activate <KEY>')
@@ -91,6 +145,14 @@ switch (command) {
     break
   }
   case 'run': {
+    // Activated without internet: the stored offline license, checked on this computer alone.
+    const stored = savedKey() ? null : await keyward.verifyLicense()
+    if (stored?.valid) {
+      console.log(`licensed without internet until ${stored.expiresAt.toISOString()}`)
+      console.log('Hello from the licensed app.')
+      break
+    }
+    if (stored && stored.reason !== 'malformed') fail(`the offline license is not valid here: ${stored.reason}`)
     const key = savedKey() ?? fail('not activated: licensed-cli activate <KEY>')
     if (!(await licensed(key))) process.exit(1)
     console.log('Hello from the licensed app. (Ctrl-C to quit)')
@@ -148,9 +210,41 @@ switch (command) {
     console.log(`exported to ${file}`)
     break
   }
+  case 'activate-offline': {
+    if (arg === '--response') {
+      await acceptResponse(await readArg(arg2 ?? fail('usage: licensed-cli activate-offline --response <FILE|->')))
+      break
+    }
+    if (!arg) fail('usage: licensed-cli activate-offline <KEY> | --response <FILE|->')
+    const code = await keyward
+      .offlineActivationRequest({ key: arg, deviceName: `${process.env.USER ?? 'user'}'s computer` })
+      .catch((err) => fail(err instanceof KeywardError ? `${err.code}: ${err.detail}` : String(err)))
+    showCode(code, 'Request code: on a computer with internet, open the activation page your vendor gave you and paste or scan it')
+    console.log('Paste the response code here and press Enter twice (or press Ctrl-D and run `licensed-cli activate-offline --response <FILE>` later):')
+    const pasted = await readPasted()
+    if (!pasted) {
+      console.log('waiting for the response code: the request is kept on this computer')
+      break
+    }
+    await acceptResponse(pasted)
+    break
+  }
+  case 'deactivate-offline': {
+    if (arg === '--receipt') {
+      const receipt = await keyward.verifyReceipt(await readArg(arg2 ?? fail('usage: licensed-cli deactivate-offline --receipt <FILE|->'))).catch((err) => fail(problem(err)))
+      console.log(`receipt checked: the license server released activation ${receipt.activationId} at ${receipt.releasedAt.toISOString()}`)
+      break
+    }
+    const code = await keyward.offlineDeactivationRequest().catch((err) =>
+      fail(err instanceof KeywardError && err.code === 'not_activated_offline' ? 'this computer was not activated without internet' : problem(err)),
+    )
+    console.log('This computer no longer holds the license.')
+    showCode(code, 'Deactivation code: on a computer with internet, paste or scan it on the activation page to free the seat')
+    break
+  }
   case 'fingerprint':
     console.log(await keyward.fingerprint())
     break
   default:
-    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | export <FILE> | fingerprint')
+    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | export <FILE> | activate-offline <KEY> | activate-offline --response <FILE|-> | deactivate-offline [--receipt <FILE|->] | fingerprint')
 }

@@ -1,5 +1,6 @@
 // Domain errors: what went wrong, as a code of the contract. Which HTTP status and problem document
 // each code becomes is the HTTP layer's business (http/errors.ts); services and repos only throw.
+import { isId, type IdPrefix } from './ids'
 
 export const ERROR_CODES = [
   'invalid_request',
@@ -16,6 +17,8 @@ export const ERROR_CODES = [
   'device_already_used',
   'activation_limit',
   'deactivation_limit',
+  'request_used',
+  'invalid_deactivation',
   'key_unmetered',
   'idempotency_key_reused',
   'payload_too_large',
@@ -57,3 +60,13 @@ export const invalid = (field: string, message: string) =>
   new AppError('invalid_request', `${field} ${message}`, { errors: [{ field, message }] })
 
 export const notFound = (what: string, id: string) => new AppError('not_found', `No ${what} with id ${id}`)
+
+/**
+ * What `find` gives for a well-formed id of `prefix`, else 404 naming `what`: an id of another shape is
+ * never looked up, and one that finds nothing (in the caller's account) is the same 404.
+ */
+export async function foundById<T>(prefix: IdPrefix, what: string, id: string, find: () => Promise<T | null>): Promise<T> {
+  const found = isId(prefix, id) ? await find() : null
+  if (found === null) throw notFound(what, id)
+  return found
+}

@@ -31,8 +31,10 @@ export const EVENT_TYPES = [
   'signing_key.created',
   'signing_key.activated',
   'signing_key.revoked',
+  'relay.created',
+  'relay.deleted',
 ] as const
 export type EventType = (typeof EVENT_TYPES)[number]
 
-export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system', 'connector'] as const
+export const ACTOR_TYPES = ['api_key', 'operator', 'device', 'system', 'connector', 'offline'] as const
 export type ActorType = (typeof ACTOR_TYPES)[number]

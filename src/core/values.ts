@@ -19,6 +19,19 @@ export function parseInstant(field: string, text: string): Date {
 
 export const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null)
 
+/** An API object `T` as a row comes from Postgres: its timestamp fields `K` are Dates (null stays null). */
+export type Dated<T, K extends keyof T> = { [P in keyof T]: P extends K ? (null extends T[P] ? Date | null : Date) : T[P] }
+
+/**
+ * A row whose columns are the API object's fields, to the object: its timestamp fields `dates` as ISO
+ * 8601 text, every other column as it is (so the query's column list is the object's, in its order).
+ */
+export function isoDates<T, K extends keyof T>(row: Dated<T, K>, dates: readonly K[]): T {
+  const out = { ...row } as Record<keyof T, unknown>
+  for (const k of dates) out[k] = iso(row[k] as Date | null)
+  return out as T
+}
+
 /** `metadata`: a JSON object of at most 8 KiB serialized. */
 export function checkMetadata(field: string, value: unknown): Record<string, unknown> {
   if (value === null || typeof value !== 'object' || Array.isArray(value)) throw invalid(field, 'must be a JSON object')

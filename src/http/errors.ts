@@ -27,6 +27,16 @@ export const ERRORS = {
   activation_limit: { status: 409, title: 'Activation limit reached', when: "every one of the key's seats is taken" },
   key_unmetered: { status: 409, title: 'Key unmetered', when: 'changing the credits of a key that has none (credits null)' },
   deactivation_limit: { status: 409, title: 'Deactivation limit reached', when: "past the key's deactivations_allowed" },
+  request_used: {
+    status: 409,
+    title: 'Request used',
+    when: 'an air-gapped request code sent again after the activation it made was released (the device makes a new request)',
+  },
+  invalid_deactivation: {
+    status: 400,
+    title: 'Invalid deactivation',
+    when: 'a deactivation code that is not a genuine one of a live air-gapped activation of this account (forged, altered, unknown, another account\'s): all alike',
+  },
   idempotency_key_reused: {
     status: 409,
     title: 'Idempotency key reused',

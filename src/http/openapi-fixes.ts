@@ -4,7 +4,7 @@
 import type { TSchema } from '@sinclair/typebox'
 import { CORS_HEADERS, preflightHeaders } from './client-answers'
 import { errorEntries } from './errors'
-import { CLIENT_MARK, clientRouteOf, IDEMPOTENT_MARK, PROBLEM_STATUSES, SIGNED_MARK, TEXT_TYPES_MARK } from './responses'
+import { CLIENT_MARK, clientRouteOf, IDEMPOTENT_MARK, PROBLEM_STATUSES, RAW_BODY_MARK, SIGNED_MARK, TEXT_TYPES_MARK } from './responses'
 import { Problem } from './schema'
 
 type Json = Record<string, any>
@@ -192,6 +192,20 @@ export function requestBodies(doc: Json, routes: readonly RouteLike[]): void {
   }
 }
 
+/** A route whose body arrives raw (http/responses.ts `rawBody`): its JSON body schema and its required headers. */
+export function rawBodies(doc: Json): void {
+  for (const [, , op] of operations(doc)) {
+    const mark = op[RAW_BODY_MARK] as { schema: unknown; headers: { name: string; description: string }[] } | undefined
+    if (mark === undefined) continue
+    delete op[RAW_BODY_MARK]
+    op.requestBody = { required: true, content: { 'application/json': { schema: json(mark.schema) } } }
+    op.parameters = [
+      ...(op.parameters ?? []),
+      ...mark.headers.map((h) => ({ name: h.name, in: 'header', required: true, description: h.description, schema: { type: 'string' } })),
+    ]
+  }
+}
+
 /** The body limit holds on every route, before routing (the kernel's 413 on a declared length): documented on every operation. */
 export function bodyLimit(doc: Json): void {
   for (const [, , op] of operations(doc)) {
@@ -344,6 +358,7 @@ export function fixDocument(doc: Json, routes: readonly RouteLike[], events: Rec
   contractPaths(doc)
   const marks = takeMarks(doc)
   requestBodies(doc, routes)
+  rawBodies(doc)
   bodyLimit(doc)
   voidResponses(doc)
   textResponses(doc)

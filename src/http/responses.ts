@@ -50,6 +50,14 @@ export const CLIENT = { [CLIENT_MARK]: true } as const
 export const SIGNED_MARK = 'x-keyward-signed'
 export const SIGNED = { ...CLIENT, [SIGNED_MARK]: true } as const
 
+/**
+ * Marks a route whose body reaches it as raw bytes (a signature covers them: app.ts RAW_BODIES), so it
+ * declares no body schema to the framework: the docs (http/openapi-fixes.ts) document `schema` as its
+ * JSON body and `headers` as its required request headers. Spread `rawBody(...)` into `detail`.
+ */
+export const RAW_BODY_MARK = 'x-keyward-raw-body'
+export const rawBody = (schema: unknown, headers: { name: string; description: string }[]) => ({ [RAW_BODY_MARK]: { schema, headers } })
+
 /** What a route's `detail` (or its operation in the document) declares with CLIENT and SIGNED: null for any other route. */
 export function clientRouteOf(detail: unknown): { signed: boolean } | null {
   const marks = detail as Record<string, unknown> | null | undefined

@@ -1,7 +1,7 @@
 // What the validate benchmarks measure against: an account on a running node (enterprise: unlimited
 // quota, so runs measure counting, not 429s), one key, one device already activated.
 import { randomBytes } from 'node:crypto'
-import type { Client } from '../support/harness'
+import { ADMIN_TOKEN as NODE_ADMIN_TOKEN, type Client } from '../support/harness'
 
 export const ADMIN_TOKEN = 'bench-admin-token-0123456789abcdef'
 
@@ -56,8 +56,12 @@ export function requireServices(command: string, needs: Service[]) {
   process.exit(1)
 }
 
-/** A new enterprise account (unlimited quota: a run measures the work, not 429s) on a node: its id and full_access token. */
+/**
+ * A new enterprise account (unlimited quota: a run measures the work, not 429s) on a node started by
+ * test/support/cluster.ts (whose operator token is the tests' own): its id and full_access token.
+ */
 export async function benchAccount(admin: Client, name = 'Bench'): Promise<{ id: string; token: string }> {
-  const acct = await admin('POST', '/admin/accounts', { token: ADMIN_TOKEN, body: { name, plan: 'enterprise' } })
+  const acct = await admin('POST', '/admin/accounts', { token: NODE_ADMIN_TOKEN, body: { name, plan: 'enterprise' } })
+  if (acct.status !== 201) throw new Error(`bench account: ${acct.status} ${JSON.stringify(acct.body)}`)
   return { id: acct.body.account.id, token: acct.body.api_key.token }
 }

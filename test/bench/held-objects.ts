@@ -16,7 +16,7 @@ for (let i = 0; i < N; i++) {
   hot.put(key, {
     accountId: `acct_${i % 1000}`, productId: `prod_${i % 1000}`, status: 'active', plan: i % 2 ? 'pro' : null,
     expiresAt: i % 3 ? Date.now() + 86_400_000 * 365 : null, limit: 3, devices: [randomBytes(32).toString('hex')],
-    entitlements: NO_ENTITLEMENTS, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false,
+    entitlements: NO_ENTITLEMENTS, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false, relaySeats: 0,
   })
 }
 const settle = async () => {

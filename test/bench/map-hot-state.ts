@@ -136,6 +136,7 @@ export class MapHotState extends ReadThroughCache<KeyState> {
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
+      relaySeats: row.relaySeats,
       mergedFrom: null,
       answer: null,
       loadedAt,

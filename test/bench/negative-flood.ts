@@ -38,7 +38,7 @@ class SharedSpace extends HotState {
   }
 }
 
-const row: KeyRow = { accountId: 'acct_1', productId: 'prod_1', status: 'active', plan: null, expiresAt: null, limit: 3, devices: ['d'], entitlements: {}, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false }
+const row: KeyRow = { accountId: 'acct_1', productId: 'prod_1', status: 'active', plan: null, expiresAt: null, limit: 3, devices: ['d'], entitlements: {}, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false, relaySeats: 0 }
 const mb = (n: number) => `${(n / 1048576).toFixed(0)} MB`
 
 async function run(layout: 'apart' | 'shared') {

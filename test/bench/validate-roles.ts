@@ -229,6 +229,7 @@ async function memoryFigure() {
       own: null,
       oneKeyPerDevice: false,
       metered: false,
+      relaySeats: 0,
     }, Date.now() + 3_600_000) // loaded "in the future": nothing expires while we measure
   }
   const fillMs = performance.now() - t0

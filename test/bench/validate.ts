@@ -24,6 +24,7 @@ import { ADMIN_TOKEN, prepareBenchKey } from './fixture'
 import { median } from './stats'
 import { freePort, waitFor } from './servers'
 import { startHeavyRoles } from './validate-roles'
+import { startBenchRelay } from './relay'
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5)
@@ -212,6 +213,11 @@ async function main() {
       BENCH_KEY_HASH: hashKeyValue(normalizeKeyValue(bench.keyValue)!),
     })
 
+    // The Keyward Relay (docs/integrating.md, "Floating seats on your customer's network"): the same key
+    // value and device, the device holding a lease (its validate renews it), no Authorization needed.
+    const relay = await startBenchRelay(dataDir, bench.keyValue, bench.body)
+    children.push(relay.proc)
+
     const servers = [
       { name: '(a) Bun.serve + JSON + Map', url: `${mapServer.url}/v1/validate`, pid: mapServer.pid, auth: bench },
       { name: 'Keyward full stack (POST /v1/validate)', url: `${node.url}/v1/validate`, pid: node.pid, auth: bench },
@@ -221,6 +227,7 @@ async function main() {
       { name: '    bare Bun.serve + one query (reference)', url: `${rawServer.url}/v1/validate`, pid: rawServer.pid, auth: bench },
       { name: '    (a′) = (a) + reads Authorization, sends X-Request-Id', url: `${contractServer.url}/v1/validate`, pid: contractServer.pid, auth: bench },
       { name: '    (s′) = (s) + the contract\'s CORS headers on the answer', url: `${strictCorsServer.url}/v1/validate`, pid: strictCorsServer.pid, auth: bench },
+      { name: '(r) Keyward Relay, known device (lease renewed)', url: `${relay.url}/v1/validate`, pid: relay.pid, auth: bench },
     ]
     const run = useWrk ? wrk : fetchLoad
     for (const s of servers) await run(s.url, s.auth.token, s.auth.body, Math.min(3, SECONDS)) // warm-up: JIT, pools, caches
@@ -236,7 +243,7 @@ async function main() {
     }
     console.log('')
     const [a, full, b, strict, , , , strictCors] = servers.map((s, i) => summary(s.name, runs[i]))
-    const [aRuns, fullRuns, bRuns, strictRuns, elysiaRuns, rawRuns, contractRuns, strictCorsRuns] = runs
+    const [aRuns, fullRuns, bRuns, strictRuns, elysiaRuns, rawRuns, contractRuns, strictCorsRuns, relayRuns] = runs
     console.log('')
     ratio('full stack / (s) strict minimal', fullRuns, strictRuns, '(target >= 0.90x)')
     const p99s = fullRuns.map((m, i) => m.p99 / strictRuns[i].p99)
@@ -252,6 +259,7 @@ async function main() {
     ratio('(a′) / (a)', contractRuns, aRuns, '(what reading one request header and sending one response header cost in Bun)')
     ratio('full stack / (a′)', fullRuns, contractRuns, '')
     ratio('Elysia route / (a)', elysiaRuns, aRuns, '(why the hot route bypasses the framework)')
+    ratio('(r) relay / full stack', relayRuns, fullRuns, '(target >= 0.80x: a relay validate of a known device vs a node\'s)')
     if (a.cpuUs && full.cpuUs) {
       console.log(`server CPU per request (medians): (a) ${a.cpuUs.toFixed(1)} µs, full stack ${full.cpuUs.toFixed(1)} µs, ` +
         `(b) ${b.cpuUs?.toFixed(1)} µs (the stack's own work: ${(full.cpuUs - a.cpuUs).toFixed(1)} µs/req over (a))`)
@@ -263,6 +271,10 @@ async function main() {
     for (const c of children) c.kill()
     await Promise.all(children.map((c) => c.exited))
     children.length = 0
+
+    const relayMemory = spawn(['bun', join(import.meta.dir, 'relay.ts'), 'memory', String(Math.min(KEYS, 100_000))], { env: env({}), stdout: 'inherit', stderr: 'inherit' })
+    children.push(relayMemory)
+    await relayMemory.exited
 
     // Memory: a fresh node process filled with KEYS keys (one active device each).
     console.log(`\nResident memory of a node holding ${KEYS.toLocaleString('en')} keys in its hot state:`)

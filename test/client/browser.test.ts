@@ -3,7 +3,8 @@
 // signature verification runs on the browser's own WebCrypto Ed25519 against the node's genuine
 // answers: validate, a refusal, a signed 403, the devices screen, deactivate, and a genuine answer
 // altered on the way refused. Against the fake signing server on a third origin: a forged answer is
-// refused, the fingerprint falls back to a random id kept in localStorage, and grace works from it.
+// refused, the fingerprint falls back to a random id kept in localStorage, and grace works from it;
+// air-gapped activation runs on the browser's WebCrypto (device key made, kept in localStorage, signing).
 import { expect, setDefaultTimeout, test } from 'bun:test'
 import { existsSync, readFileSync } from 'node:fs'
 import { join, normalize } from 'node:path'
@@ -176,5 +177,44 @@ test.skipIf(!present)('in Chromium against a real node across origins: validate,
     status: 'deactivated',
     deactivation_reason: 'user',
   })
+  await page.close()
+})
+
+test.skipIf(!present)('in Chromium: air-gapped activation with the browser\'s WebCrypto (device key in localStorage), response accepted, deactivation code signed', async () => {
+  const page = await chromium.browser.newPage()
+  const errors: string[] = []
+  page.on('pageerror', (e) => errors.push(String(e)))
+  await page.goto(`http://127.0.0.1:${site.port}/`)
+  const options = { baseUrl: fake.url, token: 'kw_test', publicKey: fake.publicKeyRaw, productId: 'prod_web', retries: 0 }
+  const request: string = await page.evaluate(async (o) => {
+    const { Keyward } = await import('/dist/index.js' as string)
+    return new Keyward(o).offlineActivationRequest({ key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012', deviceName: 'web kiosk' })
+  }, options)
+  const body = JSON.parse(Buffer.from(request.slice('KWREQ1.'.length), 'base64url').toString('utf8'))
+  expect(body).toMatchObject({ v: 1, device_name: 'web kiosk' })
+  // The service's answer (the fake signs an offline license for the request, as the node does).
+  const now = Date.now()
+  const license = fake.license({
+    v: 2, kid: fake.kid, id: 'olic_web', account_id: 'acct_fake', key_id: 'key_1', product_id: 'prod_web', plan: null,
+    device_fingerprint: body.device_fingerprint, issued_at: new Date(now - 1000).toISOString(), expires_at: new Date(now + 3_600_000).toISOString(),
+    activation_id: 'act_web', device_public_key: body.device_public_key, request_nonce: body.nonce,
+  })
+  const out = await page.evaluate(
+    async ({ o, response }) => {
+      const { Keyward } = await import('/dist/index.js' as string)
+      const kw = new Keyward(o) // a reload: the pending request and the device key come from localStorage
+      const accepted = await kw.activateOffline(response)
+      const verified = (await kw.verifyLicense()).valid
+      const code: string = await kw.offlineDeactivationRequest()
+      return { accepted: accepted.valid, verified, code, after: (await kw.verifyLicense()).valid, stored: Object.keys(localStorage).filter((k) => k.startsWith('keyward:air-gapped:')) }
+    },
+    { o: options, response: `KWRES1.${Buffer.from(license).toString('base64url')}` },
+  )
+  expect(errors).toEqual([])
+  expect(out).toMatchObject({ accepted: true, verified: true, after: false, stored: ['keyward:air-gapped:prod_web'] })
+  const [head, payload, sig] = out.code.split('.')
+  const { createPublicKey, verify } = await import('node:crypto')
+  const devicePublic = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: body.device_public_key }, format: 'jwk' })
+  expect(verify(null, Buffer.from(`${head}.${payload}`), devicePublic, Buffer.from(sig!, 'base64url'))).toBe(true)
   await page.close()
 })

@@ -165,7 +165,7 @@ describe('license keys', () => {
     expect(res.body).toMatchObject({ ...expected, activations_used: 1 })
     expect(res.body.activations.map((a: { id: string }) => a.id)).toEqual([a1, a2])
     expect(Object.keys(res.body.activations[0]).sort()).toEqual(
-      ['activated_at', 'app_version', 'country', 'deactivated_at', 'deactivation_reason', 'device_fingerprint', 'device_name', 'id', 'last_validated_at', 'status'],
+      ['activated_at', 'app_version', 'country', 'deactivated_at', 'deactivation_reason', 'device_fingerprint', 'device_name', 'id', 'last_validated_at', 'offline', 'status'],
     )
     expect(res.body.activations[0]).toMatchObject({ status: 'deactivated', deactivation_reason: 'user', deactivated_at: expect.stringMatching(ISO_MS) })
     expect(res.body.activations[1]).toMatchObject({ status: 'active', deactivated_at: null, deactivation_reason: null })

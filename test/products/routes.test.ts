@@ -21,6 +21,7 @@ describe('products', () => {
       updated_at: expect.stringMatching(ISO_MS),
       active_keys: 0,
       total_activations: 0,
+      offline_portal: false,
     })
     const events = await eventsOf(h, id, 'product.created')
     expect(events.map((e) => e.data)).toEqual([res.body])

@@ -65,6 +65,9 @@ export const MATRIX: Row[] = [
 
   { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/offline-licenses`, needs: 'offline:write', body: { device_fingerprint: FP } },
   { method: 'POST', path: () => '/v1/offline-licenses/sync', needs: 'offline:write', body: {} },
+  { method: 'POST', path: () => `/v1/keys/${ghostId('key')}/relays`, needs: 'offline:write', body: {} },
+  { method: 'DELETE', path: () => `/v1/relays/${ghostId('rly')}`, needs: 'offline:write' },
+  { method: 'GET', path: () => `/v1/keys/${ghostId('key')}/relays`, needs: 'keys:read' },
 
   { method: 'POST', path: () => '/v1/webhooks', needs: 'full_access', body: {} },
   { method: 'GET', path: () => '/v1/webhooks', needs: 'full_access' },
@@ -112,6 +115,16 @@ test('POST /hooks/:connector_id needs no Authorization (the signature is its cre
   for (const token of [undefined, ...SCOPES.map((s) => tokens[s])]) {
     const res = await h.call('POST', `/hooks/${ghostId('con')}`, { token, raw: '{}', headers: { 'content-type': 'application/json' } })
     expectProblem(res, 400, 'invalid_request')
+  }
+})
+
+// A relay's check-in takes no credential but the relay's signature: with or without a token, an
+// unsigned call is 401 unauthorized (the signature's), never 403.
+test('POST /v1/relays/:id/check-in needs no Authorization (the relay signature is its credential)', async () => {
+  for (const token of [undefined, ...SCOPES.map((s) => tokens[s])]) {
+    const res = await h.call('POST', `/v1/relays/${ghostId('rly')}/check-in`, { token, raw: '{}', headers: { 'content-type': 'application/json' } })
+    expectProblem(res, 401, 'unauthorized')
+    expect(res.body.detail).toContain('Keyward-Relay-Signature')
   }
 })
 

@@ -61,7 +61,7 @@ function collect(stream: ReadableStream<Uint8Array>, sink: { text: string }, onL
 
 export async function startNodeProcess(
   dbUrl: string,
-  opts: { env?: Record<string, string>; proxies?: boolean; timeoutMs?: number; natsUrl?: string } = {},
+  opts: { env?: Record<string, string>; proxies?: boolean; timeoutMs?: number; natsUrl?: string; root?: string } = {},
 ): Promise<NodeProcess> {
   let nats: TcpProxy | null = null
   let redis: TcpProxy | null = null
@@ -89,7 +89,9 @@ export async function startNodeProcess(
     DEMO_ACCOUNT: 'false',
     ...opts.env,
   }
-  const proc = Bun.spawn([process.execPath, MAIN], { env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
+  // `root`: another checkout's node (a bench comparing commits in one run)
+  const main = opts.root ? join(opts.root, 'src/main.ts') : MAIN
+  const proc = Bun.spawn([process.execPath, main], { env, stdin: 'ignore', stdout: 'pipe', stderr: 'pipe' })
   const out = { text: '' }
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`node did not start in time:\n${out.text}`)), opts.timeoutMs ?? 30_000)

@@ -12,7 +12,7 @@ const digest = () => randomBytes(32).toString('base64')
 function row(over: Partial<PackedRow> = {}): PackedRow {
   return {
     accountId: `acct_${Math.floor(Math.random() * 5)}`, productId: 'prod_1', status: 'active', plan: null, expiresAt: null, limit: 3,
-    devices: [fp()], entitlements: NO_ENTITLEMENTS, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false,
+    devices: [fp()], entitlements: NO_ENTITLEMENTS, graceMs: 0, keep: false, policyId: null, own: null, oneKeyPerDevice: false, metered: false, relaySeats: 0,
     ...over,
   }
 }

@@ -47,5 +47,6 @@ export const keyRow = (over: Partial<KeyRow> = {}): KeyRow => ({
   own: null,
   oneKeyPerDevice: false,
   metered: false,
+  relaySeats: 0,
   ...over,
 })

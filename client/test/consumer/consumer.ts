@@ -1,6 +1,6 @@
 // A Node user's program compiled against the built package's declarations (dist/index.d.ts) with no
 // DOM lib: only ES2022 and @types/node, strict, library checks on. .ci/run compiles it after the build.
-import { ClockSkewError, Keyward, KeywardError, memoryStorage, SignatureError, type KeywardOptions, type ValidateResult } from '../../dist/index.js'
+import { ClockSkewError, Keyward, KeywardError, memoryStorage, OfflineResponseError, SignatureError, type KeywardOptions, type OfflineResponseRefusal, type Receipt, type ValidateResult } from '../../dist/index.js'
 
 const options: KeywardOptions = { baseUrl: 'https://license.example.com', token: 'kw_x', publicKey: 'AAAA', storage: memoryStorage() }
 const keyward = new Keyward(options)
@@ -14,6 +14,25 @@ export async function check(key: string): Promise<string> {
     if (err instanceof ClockSkewError) return err.detail
     if (err instanceof SignatureError) return 'forged'
     if (err instanceof KeywardError) return err.code
+    throw err
+  }
+}
+
+/** Air-gapped activation as a Node app writes it: request, response, deactivation, receipt. */
+export async function airGapped(key: string, response: string, receiptText: string): Promise<string> {
+  const request: string = await keyward.offlineActivationRequest({ key, deviceName: 'lab', components: { machine_id: 'a'.repeat(64) } })
+  try {
+    const license = await keyward.activateOffline(response)
+    const until: Date = license.expiresAt
+    const activation: string = license.license.activation_id
+    const code: string = await keyward.offlineDeactivationRequest()
+    const receipt: Receipt = await keyward.verifyReceipt(receiptText)
+    return `${request.length} ${activation} ${until.toISOString()} ${code.length} ${receipt.releasedAt.toISOString()}`
+  } catch (err) {
+    if (err instanceof OfflineResponseError) {
+      const reason: OfflineResponseRefusal = err.reason
+      return reason
+    }
     throw err
   }
 }

@@ -7,11 +7,12 @@
 import { test, after } from 'node:test'
 import assert from 'node:assert/strict'
 import { createServer } from 'node:http'
-import { createHash, generateKeyPairSync, sign } from 'node:crypto'
-import { mkdtempSync, rmSync } from 'node:fs'
+import { createHash, createPublicKey, generateKeyPairSync, sign, verify } from 'node:crypto'
+import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Keyward, SignatureError, fileStorage, memoryStorage } from '../../dist/index.js'
+import { Keyward, OfflineResponseError, SignatureError, fileStorage, memoryStorage } from '../../dist/index.js'
+import { qrText } from '../../dist/qr.js'
 
 const { publicKey, privateKey } = generateKeyPairSync('ed25519')
 const other = generateKeyPairSync('ed25519').privateKey
@@ -101,4 +102,33 @@ test('fingerprint: 64 hex and stable; verifyLicense on a license in the document
   assert.deepEqual([result.has('export'), result.entitlement('export'), result.has('sso')], [true, true, false])
   const forged = text.replace(/[A-Za-z](?=[^\n]*\n-----END)/, (c) => (c === 'A' ? 'B' : 'A'))
   assert.equal((await kw.verifyLicense(forged)).valid, false)
+})
+
+test('air-gapped activation with Node\'s WebCrypto: request (file mode 0600), response, deactivation code verified with the device key, QR text', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'keyward-node-airgap-'))
+  try {
+    const path = join(dir, 'state.json')
+    const kw = new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: fileStorage(path), fingerprint: 'c'.repeat(64), fetch: async () => { throw new TypeError('no network') } })
+    const code = await kw.offlineActivationRequest({ key: 'ABCDE-FGHJK-MNPQR-STVWX-YZ012' })
+    assert.equal(statSync(path).mode & 0o777, 0o600)
+    assert.ok(qrText(code).includes('█'))
+    const request = JSON.parse(Buffer.from(code.slice('KWREQ1.'.length), 'base64url').toString('utf8'))
+    const now = Date.now()
+    const payload = { v: 2, kid, id: 'olic_1', account_id: 'acct_1', key_id: 'key_1', product_id: 'prod_N', plan: null, device_fingerprint: request.device_fingerprint, issued_at: new Date(now - 1000).toISOString(), expires_at: new Date(now + 3600_000).toISOString(), activation_id: 'act_1', device_public_key: request.device_public_key, request_nonce: request.nonce }
+    const license = (over = {}) => {
+      const enc = Buffer.from(JSON.stringify({ ...payload, ...over })).toString('base64')
+      const outer = Buffer.from(JSON.stringify({ enc, sig: sign(null, Buffer.from(`license/${enc}`), privateKey).toString('base64'), alg: 'base64+ed25519', kid })).toString('base64')
+      return `KWRES1.${Buffer.from(`-----BEGIN KEYWARD LICENSE-----\n${outer}\n-----END KEYWARD LICENSE-----\n`).toString('base64url')}`
+    }
+    await assert.rejects(kw.activateOffline(license({ request_nonce: 'x'.repeat(32) })), (e) => e instanceof OfflineResponseError && e.reason === 'wrong_request')
+    assert.equal((await kw.activateOffline(license())).valid, true)
+    assert.equal((await kw.verifyLicense()).valid, true)
+    const deactivation = await kw.offlineDeactivationRequest()
+    const [head, body, sig] = deactivation.split('.')
+    const devicePublic = createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: request.device_public_key }, format: 'jwk' })
+    assert.equal(verify(null, Buffer.from(`${head}.${body}`), devicePublic, Buffer.from(sig, 'base64url')), true)
+    assert.equal((await kw.verifyLicense()).valid, false)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
 })

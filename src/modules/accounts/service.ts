@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps'
 import { isId, newId } from '../../infra/crypto'
 import type { Sql } from '../../infra/db'
-import { notFound } from '../../core/errors'
+import { notFound, foundById } from '../../core/errors'
 import type { ApiKeyWithToken } from '../api-keys/model'
 import type { Scope } from '../../core/scopes'
 import { createApiKey } from '../api-keys/service'
@@ -47,8 +47,7 @@ export async function issueApiKey(sql: Sql, accountId: string, input: { name: st
 }
 
 export async function getAccount(deps: Deps, id: string) {
-  const account = isId('acct', id) ? await repo.findAccount(deps.sql, id) : null
-  if (!account) throw notFound('account', id)
+  const account = await foundById('acct', 'account', id, () => repo.findAccount(deps.sql, id))
   return { ...account, usage: await repo.accountUsage(deps.sql, id) }
 }
 

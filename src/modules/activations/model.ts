@@ -13,6 +13,7 @@ export const Activation = t.Object({
   deactivation_reason: t.Union([t.String(), t.Null()], {
     description: 'user (POST /v1/deactivate), admin (DELETE .../activations/:id) or inactive (idle past release_after_seconds)',
   }),
+  offline: t.Boolean({ description: 'An air-gapped seat: taken by a request code (POST /v1/offline/activations or the product\'s end-user page)' }),
 })
 export type Activation = typeof Activation.static
 

@@ -9,6 +9,7 @@ import { emit, emitMany, SYSTEM, type Actor } from '../events/outbox'
 import type { Activation } from './model'
 import { effectiveSettings, expiryRefused, joinPolicy } from '../policies/repo'
 import { addPeriod, parsePeriod } from '../../core/durations'
+import { relaySeatsOf } from './relay-count'
 
 /** The key of the policy that `fingerprint` first activated, or null (one_key_per_device). */
 async function holderOf(tx: Tx, policyId: string, fingerprint: string): Promise<string | null> {
@@ -27,6 +28,7 @@ type ActivationRow = {
   last_validated_at: Date | null
   deactivated_at: Date | null
   deactivation_reason: string | null
+  device_public_key: string | null
 }
 
 // Every read of an activation (select, insert and update ... returning) names these columns through
@@ -43,6 +45,7 @@ const COLUMNS = [
   'last_validated_at',
   'deactivated_at',
   'deactivation_reason',
+  'device_public_key',
 ] as const satisfies readonly (keyof ActivationRow)[]
 const complete: Exclude<keyof ActivationRow, (typeof COLUMNS)[number]> extends never ? true : never = true
 void complete
@@ -61,6 +64,7 @@ const toActivation = (r: ActivationRow): Activation => ({
   last_validated_at: iso(r.last_validated_at),
   deactivated_at: iso(r.deactivated_at),
   deactivation_reason: r.deactivation_reason,
+  offline: r.device_public_key !== null,
 })
 
 /** A key's activations, oldest first (every status). */
@@ -122,33 +126,37 @@ export type SlotResult =
 export async function takeSeat(
   tx: Tx,
   key: SeatKey,
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string; publicKey?: string },
   actor: Actor,
 ): Promise<SlotResult> {
   const active = await tx<{ id: string; device_fingerprint: string }[]>`select id, device_fingerprint from activations
     where key_id = ${key.id} and status = 'active'`
+  // A relay's seats are the key's too (relay-seats.ts): counted as taken, and in activeCount. Read by
+  // its own statement after the lock, never with it: a statement that waited for the lock reads the
+  // other tables as of its start, and would miss the seats the lock's previous holder took.
+  const relays = await relaySeatsOf(tx, key.id)
   const mine = active.find((a) => a.device_fingerprint === device.fingerprint)
   if (mine) {
     const [row] = await tx<ActivationRow[]>`select ${activationColumns(tx)} from activations where id = ${mine.id}`
-    return { kind: 'existing', activation: toActivation(row), activeCount: active.length }
+    return { kind: 'existing', activation: toActivation(row), activeCount: active.length + relays }
   }
   // one_key_per_device: refused before the limit (the contract's order); recorded only with a seat
   const holder = key.one_key_per_device ? await holderOf(tx, key.policy_id!, device.fingerprint) : key.id
   if (holder !== null && holder !== key.id) return { kind: 'device_used' }
   if (holder === null) {
-    if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
+    if (active.length + relays >= key.activation_limit) return { kind: 'limit', activeCount: active.length + relays }
     // Two keys racing for one device: the primary key lets one insert win; the other sees its row.
     const [won] = await tx`insert into policy_devices (policy_id, device_fingerprint, key_id)
       values (${key.policy_id}, ${device.fingerprint}, ${key.id}) on conflict do nothing returning key_id`
     if (!won) return { kind: 'device_used' }
   }
-  if (active.length >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
-  if (active.length + (await heldSeats(tx, key.id)) >= key.activation_limit) return { kind: 'limit', activeCount: active.length }
+  if (active.length + relays >= key.activation_limit) return { kind: 'limit', activeCount: active.length + relays }
+  if (active.length + relays + (await heldSeats(tx, key.id)) >= key.activation_limit) return { kind: 'limit', activeCount: active.length + relays }
   // release_after_seconds: the key's setting, copied for the inactivity job's index (sql/018)
   const [row] = await tx<ActivationRow[]>`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name,
-      app_version, country, last_validated_at, release_after_seconds)
-    values (${newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
-            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds})
+      app_version, country, last_validated_at, release_after_seconds, device_public_key)
+    values (${device.activationId ?? newId('act')}, ${key.account_id}, ${key.id}, ${key.product_id}, ${device.fingerprint}, ${device.name ?? null},
+            ${device.appVersion}, ${device.country}, now(), ${key.release_after_seconds}, ${device.publicKey ?? null})
     returning ${activationColumns(tx)}`
   const activation = toActivation(row)
   await emit(tx, key.account_id, 'activation.created', { activation, key_id: key.id, product_id: key.product_id }, actor)
@@ -163,7 +171,7 @@ export async function takeSeat(
       expirySet = true
     }
   }
-  return { kind: 'created', activation, activeCount: active.length + 1, expirySet }
+  return { kind: 'created', activation, activeCount: active.length + relays + 1, expirySet }
 }
 
 /** Seats of a key held by releases not yet in force everywhere (the partial index of sql/023). */

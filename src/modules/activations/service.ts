@@ -19,6 +19,7 @@ import { isId } from '../../infra/crypto'
 import type { Tx } from '../../infra/db'
 import { byApiKey, DEVICE, type Actor } from '../events/outbox'
 import type { Activation } from './model'
+import { relaySeatsOf } from './relay-count'
 import {
   takeSeat,
   countActive,
@@ -101,6 +102,12 @@ export async function claimSeat<T = undefined>(
     if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
     return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
   })
+  await announceClaim(deps, accountId, result, device.fingerprint)
+  return result
+}
+
+/** After a committed claim: a new device is announced to every node (or its key dropped everywhere when the claim started its term). */
+async function announceClaim<T>(deps: SeatDeps, accountId: string, result: ClaimResult<T>, fingerprint: string): Promise<void> {
   if (result.kind === 'created' && result.expirySet) {
     // The first activation started the key's term (expiry_basis first_activation): every node reads
     // the key again, with its expiry, before the answer. The activation is committed either way, so a
@@ -110,8 +117,76 @@ export async function claimSeat<T = undefined>(
       .catch((err) => deps.log.warn({ err: String(err) }, 'expiry broadcast failed'))
   } else if (result.kind === 'created') {
     await deps.bus
-      .publish({ kind: 'device', accountId, keyHash: result.key.key_hash, fingerprint: device.fingerprint, activationId: result.activation.id })
+      .publish({ kind: 'device', accountId, keyHash: result.key.key_hash, fingerprint, activationId: result.activation.id })
       .catch((err) => deps.log.warn({ err: String(err) }, 'device broadcast failed'))
+  }
+}
+
+/**
+ * The air-gapped claim (modules/air-gapped/service.ts): claimSeat's, except that under the key row
+ * lock, once the key's own refusals are passed, `before` may answer instead of a seat (the same
+ * request code again, a component refusal). The announcement after the commit is claimSeat's.
+ */
+export async function claimSeatUnless<T, A>(
+  deps: SeatDeps,
+  accountId: string,
+  where: { id: string } | { keyHash: string },
+  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string; publicKey?: string },
+  actor: Actor,
+  before: (tx: Tx, key: SeatKey) => Promise<A | null>,
+  inClaim: InClaim<T>,
+): Promise<ClaimResult<T> | { kind: 'answered'; key: SeatKey; answer: A }> {
+  const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T> | { kind: 'answered'; key: SeatKey; answer: A }> => {
+    const key = await lockKeyForSeat(tx, accountId, where)
+    if (!key) return { kind: 'not_found' }
+    if (key.status === 'revoked') return { kind: 'revoked', key }
+    if (key.suspended) return { kind: 'suspended', key }
+    if (key.expired) return { kind: 'expired', key }
+    const answer = await before(tx, key)
+    if (answer !== null) return { kind: 'answered', key, answer }
+    const seat = await takeSeat(tx, key, device, actor)
+    if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
+    return { ...seat, key, extra: await inClaim(tx, key, seat) }
+  })
+  if (result.kind !== 'answered') await announceClaim(deps, accountId, result, device.fingerprint)
+  return result
+}
+
+/**
+ * A holder release of one activation by id (the air-gapped deactivation, modules/air-gapped/service.ts),
+ * counted toward `deactivations_allowed` exactly as releaseByHolder's, under the key row lock (past the
+ * cap: 409 `deactivation_limit`, nothing changes). `before` runs under the lock first and may answer
+ * instead (the same code again); `inRelease` records the release in its transaction. After the commit,
+ * afterRelease (the key dropped on every node before the seat is free). `inactive`: the activation was
+ * not active; null: the account has no such key.
+ */
+export async function releaseActivationByHolder<A, R>(
+  deps: SeatDeps,
+  accountId: string,
+  keyId: string,
+  activationId: string,
+  actor: Actor,
+  before: (tx: Tx) => Promise<A | null>,
+  inRelease: (tx: Tx, released: Activation) => Promise<R>,
+): Promise<{ kind: 'answered'; answer: A } | { kind: 'released'; value: R } | { kind: 'inactive' } | null> {
+  const result = await deps.sql.begin(async (tx) => {
+    const key = await lockKeyForSeat(tx, accountId, { id: keyId })
+    if (!key) return null
+    const answer = await before(tx)
+    if (answer !== null) return { kind: 'answered' as const, answer }
+    const [active] = await tx`select 1 from activations where id = ${activationId} and key_id = ${keyId} and status = 'active'`
+    if (!active) return { kind: 'inactive' as const }
+    if (!mayReleaseAsUser(key)) {
+      throw new AppError('deactivation_limit', `This key allows its holder ${key.deactivations_allowed} deactivations, and all are used`)
+    }
+    const released = await freeSeat(tx, key, { activationId }, 'user', actor, seatHoldMs(deps.config))
+    if (!released) return { kind: 'inactive' as const }
+    await countUserRelease(tx, key.id)
+    return { kind: 'released' as const, value: await inRelease(tx, released), keyHash: key.key_hash }
+  })
+  if (result?.kind === 'released') {
+    await afterRelease(deps, { activationIds: [activationId], keyHashes: [result.keyHash], accountId })
+    return { kind: 'released', value: result.value }
   }
   return result
 }
@@ -135,7 +210,7 @@ export async function releaseByHolder(
     }
     const released = await freeSeat(tx, key, { fingerprint }, 'user', DEVICE, seatHoldMs(deps.config))
     if (released) await countUserRelease(tx, key.id)
-    return { released, used: await countActive(tx, key.id), limit: key.activation_limit }
+    return { released, used: (await countActive(tx, key.id)) + (await relaySeatsOf(tx, key.id)), limit: key.activation_limit }
   })
   if (!result) return null
   if (result.released) await afterRelease(deps, { activationIds: [result.released.id], keyHashes: [keyHash], accountId })

@@ -37,58 +37,53 @@ export async function overview(sql: Sql, accountId: string): Promise<StoredOverv
   }
 }
 
-/** `days` entries ending today (UTC), oldest first, zero-filled. */
-export async function trend(sql: Sql, accountId: string, days: number, productId: string | null): Promise<TrendEntry[]> {
-  const rows = await sql<{ date: string; activations: string }[]>`
-    with counted as (
-      select day, sum(activations) as n from analytics_daily_activations
-      where account_id = ${accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
-        ${productId === null ? sql`` : sql`and product_id = ${productId}`}
-      group by day)
-    select to_char(s.day, 'YYYY-MM-DD') as date, coalesce(c.n, 0) as activations
-    from (select analytics_utc_day(now()) - i as day from generate_series(0, ${days}::int - 1) as i) s
-      left join counted c on c.day = s.day
-    order by s.day`
-  return rows.map((r) => ({ date: r.date, activations: num(r.activations) }))
+/** What a daily series is read for: the account's rows, optionally one product's, optionally one key's. */
+interface Scope {
+  accountId: string
+  productId: string | null
+  keyId?: string | null
 }
 
-/** Validate answers by outcome, `days` entries ending today (UTC), oldest first, zero-filled. */
-export async function validations(sql: Sql, accountId: string, days: number, productId: string | null): Promise<ValidationsEntry[]> {
-  // the outcome names are the code's own constants, plain column names (see persistValidations)
-  const sums = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `, sum(${o}) as ${o}`).join(''))
-  const picks = sql.unsafe(VALIDATE_OUTCOMES.map((o) => `, c.${o}`).join(''))
-  const rows = await sql<Record<string, string>[]>`
+/**
+ * One row per day of the `days` ending today (UTC), oldest first, zero-filled: the sums of `columns`
+ * over `table`'s rows of the scope. `table` and `columns` are the code's own names (sql/004_analytics.sql
+ * and the outcomes' constants), never input.
+ */
+async function perDay<T>(sql: Sql, table: string, columns: readonly string[], days: number, f: Scope): Promise<T[]> {
+  const sums = sql.unsafe(columns.map((c) => `, sum(${c}) as ${c}`).join(''))
+  const picks = sql.unsafe(columns.map((c) => `, c.${c}`).join(''))
+  const rows = await sql<Record<string, string | null>[]>`
     with counted as (
       select day ${sums}
-      from analytics_daily_validations
-      where account_id = ${accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
-        ${productId === null ? sql`` : sql`and product_id = ${productId}`}
+      from ${sql(table)}
+      where account_id = ${f.accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
+        ${f.productId === null ? sql`` : sql`and product_id = ${f.productId}`}
+        ${f.keyId == null ? sql`` : sql`and key_id = ${f.keyId}`}
       group by day)
     select to_char(s.day, 'YYYY-MM-DD') as date ${picks}
     from (select analytics_utc_day(now()) - i as day from generate_series(0, ${days}::int - 1) as i) s
       left join counted c on c.day = s.day
     order by s.day`
   return rows.map((r) => {
-    const entry: Record<string, unknown> = { date: r.date! }
-    for (const o of VALIDATE_OUTCOMES) entry[o] = num(r[o] ?? null)
-    return entry as ValidationsEntry
+    const entry: Record<string, number | string> = { date: r.date! }
+    for (const c of columns) entry[c] = num(r[c] ?? null)
+    return entry as T
   })
 }
 
-/** Credits consumed, `days` entries ending today (UTC), oldest first, zero-filled. */
+/** Activations per day. */
+export async function trend(sql: Sql, accountId: string, days: number, productId: string | null): Promise<TrendEntry[]> {
+  return perDay<TrendEntry>(sql, 'analytics_daily_activations', ['activations'], days, { accountId, productId })
+}
+
+/** Validate answers by outcome, per day. */
+export async function validations(sql: Sql, accountId: string, days: number, productId: string | null): Promise<ValidationsEntry[]> {
+  return perDay<ValidationsEntry>(sql, 'analytics_daily_validations', VALIDATE_OUTCOMES, days, { accountId, productId })
+}
+
+/** Credits consumed per day. */
 export async function credits(sql: Sql, accountId: string, days: number, f: { productId: string | null; keyId: string | null }): Promise<CreditsEntry[]> {
-  const rows = await sql<{ date: string; consumed: string }[]>`
-    with counted as (
-      select day, sum(consumed) as n from analytics_daily_credits
-      where account_id = ${accountId} and day > analytics_utc_day(now()) - ${days}::int and day <= analytics_utc_day(now())
-        ${f.productId === null ? sql`` : sql`and product_id = ${f.productId}`}
-        ${f.keyId === null ? sql`` : sql`and key_id = ${f.keyId}`}
-      group by day)
-    select to_char(s.day, 'YYYY-MM-DD') as date, coalesce(c.n, 0) as consumed
-    from (select analytics_utc_day(now()) - i as day from generate_series(0, ${days}::int - 1) as i) s
-      left join counted c on c.day = s.day
-    order by s.day`
-  return rows.map((r) => ({ date: r.date, consumed: num(r.consumed) }))
+  return perDay<CreditsEntry>(sql, 'analytics_daily_credits', ['consumed'], days, { accountId, ...f })
 }
 
 export async function keyExists(sql: Sql, accountId: string, keyId: string): Promise<boolean> {

@@ -1,17 +1,10 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../core/values'
+import { isoDates, type Dated } from '../../core/values'
 import type { ApiKey } from './model'
 import type { Scope } from '../../core/scopes'
 
-type Row = { id: string; name: string; scope: Scope; token_prefix: string; created_at: Date; last_used_at: Date | null }
-const toApiKey = (r: Row): ApiKey => ({
-  id: r.id,
-  name: r.name,
-  scope: r.scope,
-  token_prefix: r.token_prefix,
-  created_at: iso(r.created_at)!,
-  last_used_at: iso(r.last_used_at),
-})
+type Row = Dated<ApiKey, 'created_at' | 'last_used_at'>
+const toApiKey = (r: Row): ApiKey => isoDates(r, ['created_at', 'last_used_at'])
 
 export async function insertApiKey(
   tx: Sql | Tx,

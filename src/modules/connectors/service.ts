@@ -1,6 +1,6 @@
 import type { Deps } from '../../deps'
 import { isId, newId, open, seal } from '../../infra/crypto'
-import { invalid, notFound } from '../../core/errors'
+import { invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { applyIntent, Unmapped, type Applied } from './apply'
 import { hookGateOf } from './hook-gate'
@@ -47,8 +47,7 @@ export async function createConnector(deps: Deps, who: Principal, input: CreateC
 export const listConnectors = (deps: Deps, who: Principal) => repo.listConnectors(deps.sql, who.accountId)
 
 export async function getConnector(deps: Deps, who: Principal, id: string): Promise<ConnectorDetail> {
-  const connector = isId('con', id) ? await repo.findConnector(deps.sql, who.accountId, id) : null
-  if (!connector) throw notFound('connector', id)
+  const connector = await foundById('con', 'connector', id, () => repo.findConnector(deps.sql, who.accountId, id))
   const [events, emails] = await Promise.all([repo.recentEvents(deps.sql, id), repo.recentMails(deps.sql, id)])
   return { ...connector, mail_enabled: mailEnabled(deps), events, emails }
 }

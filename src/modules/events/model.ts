@@ -16,9 +16,9 @@ export type ListEventsQuery = typeof ListEventsQuery.static
 export const Actor = t.Object(
   {
     type: OneOf(ACTOR_TYPES),
-    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key, the connector (con_…) for type connector; null for the others' }),
+    id: t.Union([t.String(), t.Null()], { description: 'The API key (ak_…) for type api_key, the connector (con_…) for type connector, the activation (act_…) for type offline (an air-gapped device\'s code); null for the others' }),
   },
-  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate), the system (expiry, inactivity release) or a payment connector (on its provider\'s webhook)' },
+  { description: 'Who made the change: an API key, the operator, a device (validate, deactivate), the system (expiry, inactivity release) a payment connector (on its provider\'s webhook) or an air-gapped device (its request or deactivation code, brought by another machine)' },
 )
 export type Actor = typeof Actor.static
 

@@ -90,32 +90,25 @@ export interface ActivationInsert {
   release_after_seconds: number | null
 }
 
-export async function insertKeys(tx: Tx, keys: KeyInsert[]): Promise<void> {
-  if (keys.length === 0) return
-  await tx`insert into license_keys (id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
-      expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, updated_at, pending_duration,
-      credits_remaining, credits_refill, credits_since, customer_email, customer_name, customer_external_id)
-    select id, account_id, product_id, key_hash, portable_hash, key_prefix, external_id, plan, activation_limit,
-      expires_at, status, revoked_at, revoke_reason, suspended_at, suspend_reason, suspended_until, metadata, release_after_seconds,
-      deactivations_allowed, entitlements, grace_seconds, after_expiry, policy_id, own_fields, created_at, now(), pending_duration,
-      credits_remaining, credits_refill, credits_since, customer_email, customer_name, customer_external_id
-    from jsonb_to_recordset(${tx.json(keys as unknown as JSONValue)}) as r(id text, account_id text, product_id text, key_hash text,
-      portable_hash text, key_prefix text, external_id text, plan text, activation_limit integer, expires_at timestamptz, status text,
-      revoked_at timestamptz, revoke_reason text, suspended_at timestamptz, suspend_reason text, suspended_until timestamptz,
-      metadata jsonb, release_after_seconds integer, deactivations_allowed integer, entitlements jsonb, grace_seconds integer,
-      after_expiry text, policy_id text, own_fields text[], created_at timestamptz, pending_duration text, credits_remaining bigint,
-      credits_refill jsonb, credits_since timestamptz, customer_email text, customer_name text, customer_external_id text)`
+/**
+ * Rows into `table` in one statement: the rows are one JSON parameter that Postgres reads with the
+ * table's own column types (jsonb_populate_recordset), and the columns written are the rows' fields
+ * (every row has the same), so no column list or type is spelled here. `extra`: columns set in SQL.
+ */
+async function insertRows(tx: Tx, table: 'license_keys' | 'activations', rows: readonly object[], extra: Record<string, 'now()'> = {}): Promise<void> {
+  if (rows.length === 0) return
+  const columns = Object.keys(rows[0]!)
+  const extraNames = Object.keys(extra)
+  const into = [...columns, ...extraNames]
+  const values = [...columns.map((c) => tx`r.${tx(c)}`), ...extraNames.map(() => tx`now()`)]
+  const list = values.slice(1).reduce((all, v) => tx`${all}, ${v}`, values[0]!)
+  await tx`insert into ${tx(table)} (${tx(into)})
+    select ${list} from jsonb_populate_recordset(null::${tx(table)}, ${tx.json(rows as unknown as JSONValue)}) as r`
 }
 
-export async function insertActivations(tx: Tx, rows: ActivationInsert[]): Promise<void> {
-  if (rows.length === 0) return
-  await tx`insert into activations (id, account_id, key_id, product_id, device_fingerprint, device_name, app_version, activated_at,
-      release_after_seconds)
-    select id, account_id, key_id, product_id, device_fingerprint, device_name, app_version, activated_at, release_after_seconds
-    from jsonb_to_recordset(${tx.json(rows as unknown as JSONValue)}) as r(id text, account_id text, key_id text, product_id text,
-      device_fingerprint text, device_name text, app_version text, activated_at timestamptz, release_after_seconds integer)`
-}
+export const insertKeys = (tx: Tx, keys: KeyInsert[]) => insertRows(tx, 'license_keys', keys, { updated_at: 'now()' })
+
+export const insertActivations = (tx: Tx, rows: ActivationInsert[]) => insertRows(tx, 'activations', rows)
 
 export async function insertSha256(tx: Tx, rows: { key_id: string; account_id: string; sha256: string }[]): Promise<void> {
   if (rows.length === 0) return

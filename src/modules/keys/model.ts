@@ -3,6 +3,7 @@ import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/s
 import { EMAIL_MAX, TEXT_MAX } from '../../core/customer'
 import { Activation } from '../activations/model'
 import { Credits, CreditsIn } from '../credits/model'
+import { RelaySummary } from '../relays/model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static
@@ -32,7 +33,7 @@ export const Key = t.Object({
       'Effective status, first match wins: revoked > suspended > expired > active (a key past expires_at is expired even before the sweeper ran)',
   }),
   activation_limit: t.Integer(),
-  activations_used: t.Integer({ description: 'Devices currently activated' }),
+  activations_used: t.Integer({ description: "Seats taken: devices currently activated, plus the seats of the key's relays" }),
   expires_at: NullableTimestamp,
   created_at: Timestamp,
   revoked_at: NullableTimestamp,
@@ -77,7 +78,13 @@ export const CreatedKey = t.Composite([
 ])
 export type CreatedKey = typeof CreatedKey.static
 
-export const KeyDetail = t.Composite([Key, t.Object({ activations: t.Array(Activation) })])
+export const KeyDetail = t.Composite([
+  Key,
+  t.Object({
+    activations: t.Array(Activation),
+    relays: t.Array(RelaySummary, { description: "The key's relays (not deleted), oldest first: their seats count in activations_used" }),
+  }),
+])
 export type KeyDetail = typeof KeyDetail.static
 
 const ReleaseAfter = t.Union([t.Integer({ minimum: 60, maximum: 31536000 }), t.Null()], {

@@ -8,6 +8,7 @@ import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
 import { customerOf, type CustomerColumns } from '../../core/customer'
 import type { Key, KeyStatus } from './model'
 import { searchCondition } from './search'
+import { relaySeatsColumn } from '../activations/relay-count'
 
 /** The key's own columns as selected: `own_fields` and `own_<setting>` for each of OwnSettings. */
 type OwnColumns = { own_fields: string[] } & { [F in Exclude<keyof OwnSettings, 'own_fields'> as `own_${F}`]: OwnSettings[F] }
@@ -88,7 +89,7 @@ export const toKey = (r: Row): Key => ({
 export const keyColumns = (sql: Sql | Tx) => sql`
   k.id, k.product_id,
   key_effective_status(k.status, k.expires_at, k.suspended_at) as status,
-  (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') as activations_used,
+  (select count(*)::int from activations a where a.key_id = k.id and a.status = 'active') + ${relaySeatsColumn(sql)} as activations_used,
   k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
   k.deactivations_used, ${effectiveSettings(sql)},
   k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, ${ownColumns(sql)},

@@ -8,6 +8,7 @@ import { checkEntitlements } from '../../core/entitlements'
 import { FLAGGED, type OwnSettings } from '../../core/key-settings'
 import type { Principal } from '../../core/principal'
 import { listActivations } from '../activations/repo'
+import { relaySummaries } from '../relays/repo'
 import { byApiKey, emit, type Actor } from '../events/outbox'
 import type { Tx } from '../../infra/db'
 import { findPolicyWrite, lockPolicy, type PolicyWrite } from '../policies/repo'
@@ -134,7 +135,7 @@ export async function createKeyIn(
 export async function getKey(deps: Deps, who: Principal, id: string) {
   const key = isId('key', id) ? await repo.findKey(deps.sql, who.accountId, id) : null
   if (!key) throw notFound('key', id)
-  return { ...key, activations: await listActivations(deps.sql, id) }
+  return { ...key, activations: await listActivations(deps.sql, id), relays: await relaySummaries(deps.sql, id) }
 }
 
 export async function listKeys(

@@ -10,7 +10,8 @@
 // a license from being valid for any other message the key might ever sign. Payload v2 carries the
 // signer's kid inside the signed bytes; the envelope carries the signer's KWCERT1 certificate when the
 // signer is not the account's root (docs/api.md, "Offline licenses"). A v1 license (root-signed, no
-// kid inside) still verifies.
+// kid inside) still verifies. A relay license (docs/api.md, "The relay license") has its own payload
+// (kind "relay") and carries the relay's certificate in the envelope as `relay_certificate`.
 import { sign, verify, type KeyObject } from 'node:crypto'
 import { nestsDeeperThan } from '../../core/json-depth'
 
@@ -42,10 +43,18 @@ export interface LicensePayload {
  * Signs `payload` into the license text (base64 wrapped at 64 columns, like PEM); `certificate`: the
  * signer's KWCERT1 when it is not the root (null or omitted for the root).
  */
-export function signLicense(privateKey: KeyObject, kid: string, payload: LicensePayload, certificate: string | null = null): string {
+export function signLicense<P extends { v: 1 | 2 } = LicensePayload>(
+  privateKey: KeyObject,
+  kid: string,
+  payload: P,
+  certificate: string | null = null,
+  relayCertificate: string | null = null,
+): string {
   const enc = Buffer.from(JSON.stringify(payload), 'utf8').toString('base64')
   const sig = sign(null, Buffer.from(SIGNING_PREFIX + enc, 'utf8'), privateKey).toString('base64')
-  const envelope = certificate === null ? { enc, sig, alg: LICENSE_ALG, kid } : { enc, sig, alg: LICENSE_ALG, kid, certificate }
+  const envelope: Record<string, string> = { enc, sig, alg: LICENSE_ALG, kid }
+  if (certificate !== null) envelope.certificate = certificate
+  if (relayCertificate !== null) envelope.relay_certificate = relayCertificate
   const body = Buffer.from(JSON.stringify(envelope), 'utf8').toString('base64')
   return `${BEGIN}\n${body.match(/.{1,64}/g)!.join('\n')}\n${END}\n`
 }
@@ -56,6 +65,8 @@ export interface ParsedLicense {
   kid: string
   /** The signer's KWCERT1 when the envelope carries one (NOT yet trusted). */
   certificate: string | null
+  /** A relay license's KWCERT1 for the relay key (NOT yet trusted), else null. */
+  relayCertificate: string | null
   /** The decoded payload, NOT yet trusted: only `verifyLicense` makes it so. */
   payload: unknown
 }
@@ -71,13 +82,14 @@ export function parseLicense(text: unknown): ParsedLicense | null {
   if (!outer) return null
   const envelope = parseJson(outer)
   if (!envelope || typeof envelope !== 'object') return null
-  const { enc, sig, alg, kid, certificate } = envelope as Record<string, unknown>
+  const { enc, sig, alg, kid, certificate, relay_certificate: relayCertificate } = envelope as Record<string, unknown>
   if (typeof enc !== 'string' || typeof sig !== 'string' || typeof kid !== 'string' || alg !== LICENSE_ALG) return null
   if (certificate !== undefined && typeof certificate !== 'string') return null
+  if (relayCertificate !== undefined && typeof relayCertificate !== 'string') return null
   const signature = strictBase64(sig)
   const payloadBytes = strictBase64(enc)
   if (!signature || signature.length !== 64 || !payloadBytes) return null
-  return { enc, sig: signature, kid, certificate: certificate ?? null, payload: parseJson(payloadBytes) }
+  return { enc, sig: signature, kid, certificate: certificate ?? null, relayCertificate: relayCertificate ?? null, payload: parseJson(payloadBytes) }
 }
 
 export function verifyLicense(publicKey: KeyObject, license: ParsedLicense): boolean {

@@ -29,7 +29,7 @@ export async function publicKey(signers: Signers, accountId: string) {
  * A license never outlives its key's validity: the earlier of now + ttl and the key's expiry plus its
  * grace (a key kept after expiry, after_expiry keep, bounds it by the ttl only).
  */
-function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expiresAt: Date | null; graceSeconds: number; keep: boolean }): Date {
+export function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expiresAt: Date | null; graceSeconds: number; keep: boolean }): Date {
   const byTtl = issuedAt.getTime() + ttlSeconds * 1000
   if (key.expiresAt === null || key.keep) return new Date(byTtl)
   return new Date(Math.min(byTtl, key.expiresAt.getTime() + key.graceSeconds * 1000))
@@ -117,7 +117,8 @@ function check(text: string, held: AccountSigners, accountId: string): Checked {
   const id = typeof claimed === 'string' && isId('lic', claimed) ? claimed : null
   const key = parsed ? held.publicKeys.get(parsed.kid) : undefined
   if (!parsed || key === undefined || !verifyLicense(key.publicKey, parsed)) return { id, payload: null }
-  if (!Value.Check(LicensePayloadSchema, parsed.payload)) return { id, payload: null }
+  // A relay license (kind "relay", docs/api.md "The relay license") is not a device's license.
+  if (!Value.Check(LicensePayloadSchema, parsed.payload) || 'kind' in (parsed.payload as object)) return { id, payload: null }
   const payload = parsed.payload as LicensePayload
   if (payload.v === 2 ? payload.kid !== parsed.kid : payload.kid !== undefined || parsed.kid !== held.root.kid) return { id, payload: null }
   return { id, payload: payload.account_id === accountId ? payload : null }

@@ -3,7 +3,7 @@
 import { isDeepStrictEqual } from 'node:util'
 import { parsePeriod } from '../../core/durations'
 import { checkEntitlements } from '../../core/entitlements'
-import { AppError, invalid, notFound } from '../../core/errors'
+import { AppError, invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import type { RecordCreated } from '../../infra/record-created'
 import { checkMetadata } from '../../core/values'
@@ -64,9 +64,7 @@ export async function createPolicy(deps: Deps, who: Principal, input: CreatePoli
 }
 
 export async function getPolicy(deps: Deps, who: Principal, id: string): Promise<Policy> {
-  const policy = isId('pol', id) ? await repo.findPolicy(deps.sql, who.accountId, id) : null
-  if (!policy) throw notFound('policy', id)
-  return policy
+  return foundById('pol', 'policy', id, () => repo.findPolicy(deps.sql, who.accountId, id))
 }
 
 export async function listPolicies(deps: Deps, who: Principal, productId: string | undefined): Promise<{ data: Policy[] }> {

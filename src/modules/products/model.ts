@@ -13,6 +13,9 @@ export const Product = t.Object({
   updated_at: Timestamp,
   active_keys: t.Integer({ description: 'Keys whose effective status is active' }),
   total_activations: t.Integer({ description: 'Every activation ever recorded for the product\'s keys' }),
+  offline_portal: t.Boolean({
+    description: 'Whether the product\'s end-user page for air-gapped activation (GET /portal/:product_id/offline) and its two routes are on (default false)',
+  }),
 })
 export type Product = typeof Product.static
 
@@ -27,6 +30,7 @@ export const UpdateProductBody = t.Object({
   name: t.Optional(ProductName),
   description: t.Optional(t.Union([t.String({ maxLength: 2000 }), t.Null()])),
   slug: t.Optional(t.String({ description: 'Immutable: accepted only when equal to the current slug' })),
+  offline_portal: t.Optional(t.Boolean({ description: 'Turns the product\'s end-user page for air-gapped activation on or off' })),
 })
 export type UpdateProductBody = typeof UpdateProductBody.static
 

@@ -1,31 +1,13 @@
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../core/values'
+import { isoDates, type Dated } from '../../core/values'
 import type { Product } from './model'
 
-type Row = {
-  id: string
-  name: string
-  slug: string
-  description: string | null
-  created_at: Date
-  updated_at: Date
-  active_keys: number
-  total_activations: number
-}
-const toProduct = (r: Row): Product => ({
-  id: r.id,
-  name: r.name,
-  slug: r.slug,
-  description: r.description,
-  created_at: iso(r.created_at)!,
-  updated_at: iso(r.updated_at)!,
-  active_keys: r.active_keys,
-  total_activations: r.total_activations,
-})
+type Row = Dated<Product, 'created_at' | 'updated_at'>
+const toProduct = (r: Row): Product => isoDates(r, ['created_at', 'updated_at'])
 
 // Counts computed from the record, with the effective status (an expired-by-time key is not active).
 const withCounts = (sql: Sql | Tx) => sql`
-  p.id, p.name, p.slug, p.description, p.created_at, p.updated_at,
+  p.id, p.name, p.slug, p.description, p.created_at, p.updated_at, p.offline_portal,
   (select count(*)::int from license_keys k where k.product_id = p.id and k.status = 'active'
      and (k.expires_at is null or k.expires_at > now())) as active_keys,
   (select count(*)::int from activations a where a.product_id = p.id) as total_activations`
@@ -60,11 +42,12 @@ export async function updateProduct(
   tx: Tx,
   accountId: string,
   id: string,
-  patch: { name?: string; description?: string | null },
+  patch: { name?: string; description?: string | null; offline_portal?: boolean },
 ): Promise<boolean> {
   const hasDescription = patch.description !== undefined
   const rows = await tx`update products set
       name = coalesce(${patch.name ?? null}, name),
+      offline_portal = coalesce(${patch.offline_portal ?? null}::boolean, offline_portal),
       description = case when ${hasDescription} then ${patch.description ?? null} else description end,
       updated_at = now()
     where id = ${id} and account_id = ${accountId} returning id`

@@ -2,7 +2,7 @@ import type { Deps } from '../../deps'
 import { KEYS_PER_MESSAGE } from '../../infra/bus'
 import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId } from '../../infra/crypto'
-import { AppError, invalid, notFound } from '../../core/errors'
+import { AppError, invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import { byApiKey, emit } from '../events/outbox'
@@ -27,9 +27,7 @@ export async function createProduct(deps: Deps, who: Principal, input: CreatePro
 }
 
 export async function getProduct(deps: Deps, who: Principal, id: string): Promise<Product> {
-  const product = isId('prod', id) ? await repo.findProduct(deps.sql, who.accountId, id) : null
-  if (!product) throw notFound('product', id)
-  return product
+  return foundById('prod', 'product', id, () => repo.findProduct(deps.sql, who.accountId, id))
 }
 
 export const listProducts = (deps: Deps, who: Principal) => repo.listProducts(deps.sql, who.accountId)
@@ -43,7 +41,7 @@ export async function updateProduct(deps: Deps, who: Principal, id: string, inpu
     await repo.updateProduct(tx, who.accountId, id, input)
     const product = (await repo.findProduct(tx, who.accountId, id))!
     // emitted only when a value changed (like key.updated)
-    if (product.name !== before.name || product.description !== before.description) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
+    if (product.name !== before.name || product.description !== before.description || product.offline_portal !== before.offline_portal) await emit(tx, who.accountId, 'product.updated', product, byApiKey(who))
     return product
   })
 }

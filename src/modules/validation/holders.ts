@@ -17,6 +17,7 @@ import type { LastSeenWriter } from './last-seen'
 import type { DeactivateAnswer, DeactivateBody, DevicesAnswer, DevicesBody } from './model'
 import { findHolderKey } from './repo'
 import { HolderGate } from './holder-gate'
+import { relaySeatsOf } from '../activations/relay-count'
 
 const noSuchKey = () => new AppError('not_found', 'No key with this value')
 
@@ -36,9 +37,10 @@ export class Holders {
   /**
    * A key this node knows not to exist in the account (the hot state, its negative entries included)
    * is answered without Postgres. Returns the key's hash, or null for an unknown key (or another
-   * product's). Called once the call is admitted by the gate (`admitted`).
+   * product's). Called once the call is admitted by the gate (`admitted`); the air-gapped routes
+   * (modules/air-gapped) find their key the same way, behind their own limits.
    */
-  private async holderKey(who: Principal, key: string, productId: string | null | undefined): Promise<string | null> {
+  async holderKey(who: Pick<Principal, 'accountId'>, key: string, productId: string | null | undefined): Promise<string | null> {
     const now = Date.now()
     let hotKey = portableKeyHash(key, 'base64')
     if (hotKey === null) return null
@@ -96,7 +98,7 @@ export class Holders {
     return {
       status: key.status,
       activation_limit: key.activation_limit,
-      activations_used: active.length,
+      activations_used: active.length + (await relaySeatsOf(this.deps.sql, key.id)),
       deactivations_allowed: key.deactivations_allowed,
       deactivations_used: key.deactivations_used,
       devices: active.map((a) => {

@@ -1,6 +1,7 @@
 import { mergeEntitlements, type Entitlements } from '../../core/entitlements'
 import type { Sql } from '../../infra/db'
 import { effectiveSettings, joinPolicy } from '../policies/repo'
+import { relaySeatsColumn } from '../activations/relay-count'
 import { keyHashOf, type KeyRow, type KeyStatus, type OwnTerms } from './hot/hot-state'
 import { NO_ENTITLEMENTS } from './hot/key-row'
 
@@ -18,6 +19,7 @@ type StateRow = {
   policy_id: string | null
   own_fields: string[]
   metered: boolean
+  relay_seats: number
 }
 
 /** Everything validate needs about one key, in one query; null when no key has this hash. */
@@ -26,7 +28,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
   const [row] = await sql<StateRow[]>`select k.account_id, k.product_id,
       case when k.status = 'revoked' then 'revoked' when k.suspended_at is not null then 'suspended' else 'active' end as status,
       k.plan, k.expires_at, k.activation_limit, k.entitlements, k.grace_seconds, k.after_expiry, k.policy_id, k.own_fields,
-      k.credits_remaining is not null as metered,
+      k.credits_remaining is not null as metered, ${relaySeatsColumn(sql)} as relay_seats,
       coalesce((select array_agg(a.device_fingerprint) from activations a
                 where a.key_id = k.id and a.status = 'active'), '{}') as devices
     from license_keys k where k.key_hash = ${keyHash}`
@@ -53,6 +55,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       own,
       oneKeyPerDevice: false, // the policy's, merged in on use
       metered: row.metered,
+      relaySeats: row.relay_seats,
     }
   }
   const entitlements = mergeEntitlements(null, row.entitlements)
@@ -71,6 +74,7 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
     own: null,
     oneKeyPerDevice: false,
     metered: row.metered,
+    relaySeats: row.relay_seats,
   }
 }
 

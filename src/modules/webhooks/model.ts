@@ -9,6 +9,7 @@ import { Activation } from '../activations/model'
 import { Key } from '../keys/model'
 import { Product } from '../products/model'
 import { SigningKey } from '../signing/model'
+import { RelayEvent } from '../relays/model'
 
 export const EventTypeName = OneOf(EVENT_TYPES, { description: 'An event type' })
 
@@ -114,6 +115,8 @@ export const EVENT_DATA: Record<EventType, TSchema> = {
     description: 'The key that now signs every answer and license (actor system when its activate_at came)',
   }),
   'signing_key.revoked': t.Composite([SigningKey], { description: 'The revoked key: it signs and verifies no more' }),
+  'relay.created': t.Composite([RelayEvent], { description: "A relay licensed for seats of the key (they count in the key's activations_used)" }),
+  'relay.deleted': t.Composite([RelayEvent], { description: 'The relay as it was when deleted: its seats are back with the key' }),
 }
 
 export const eventBody = (type: EventType) =>

@@ -1,19 +1,12 @@
 // Webhook endpoints and the attempt log. The delivery queue itself is in queue.ts.
 import type { Sql, Tx } from '../../infra/db'
-import { iso } from '../../core/values'
+import { iso, isoDates, type Dated } from '../../core/values'
 import type { EventType } from '../events/outbox'
 import type { DeliveryAttempt, Webhook } from './model'
 
-type Row = { id: string; url: string; events: EventType[]; is_active: boolean; created_at: Date; updated_at: Date }
+type Row = Dated<Webhook, 'created_at' | 'updated_at'>
 
-const toWebhook = (r: Row): Webhook => ({
-  id: r.id,
-  url: r.url,
-  events: r.events,
-  is_active: r.is_active,
-  created_at: iso(r.created_at)!,
-  updated_at: iso(r.updated_at)!,
-})
+const toWebhook = (r: Row): Webhook => isoDates(r, ['created_at', 'updated_at'])
 
 const columns = (sql: Sql | Tx) => sql`id, url, events, is_active, created_at, updated_at`
 

@@ -1,7 +1,7 @@
 import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../infra/record-created'
 import { isId, newId, open, seal } from '../../infra/crypto'
-import { invalid, notFound } from '../../core/errors'
+import { invalid, notFound, foundById } from '../../core/errors'
 import type { Principal } from '../../core/principal'
 import { lockUnderPlanLimit } from '../accounts/plan-limit'
 import { byApiKey, emit, type EventType } from '../events/outbox'
@@ -57,9 +57,7 @@ export function revealSecret(deps: Deps, stored: Webhook & { secret_sealed: stri
 export const listWebhooks = (deps: Deps, who: Principal) => repo.listWebhooks(deps.sql, who.accountId)
 
 async function findOr404(deps: Deps, who: Principal, id: string): Promise<Webhook> {
-  const webhook = isId('wh', id) ? await repo.findWebhook(deps.sql, who.accountId, id) : null
-  if (!webhook) throw notFound('webhook', id)
-  return webhook
+  return foundById('wh', 'webhook', id, () => repo.findWebhook(deps.sql, who.accountId, id))
 }
 
 export async function getWebhook(deps: Deps, who: Principal, id: string) {

@@ -13,6 +13,7 @@ import type { Policy } from '../../../modules/policies/model'
 import type { SigningKey } from '../../../modules/signing/model'
 import type { Actor } from '../../../modules/events/model'
 import type { ActivationEventData, PlanChangedData, Webhook } from '../../../modules/webhooks/model'
+import type { Relay } from '../../../modules/relays/model'
 
 const PAGE_SIZE = 25
 const TYPES = [...EVENT_TYPES].sort()
@@ -61,6 +62,10 @@ function subject(e: AuditEvent): { text: string; href?: string; id?: string } {
     case 'signing_key': {
       const d = e.data as SigningKey
       return { text: `Signing key ${d.kid}`, href: '#/signing-keys' }
+    }
+    case 'relay': {
+      const d = e.data as { relay: Relay; key_id: string }
+      return { text: `Relay ${d.relay.name} (${d.relay.seats} seats)`, href: `#/keys/${d.key_id}`, id: d.key_id }
     }
     case 'account': {
       const d = e.data as PlanChangedData

@@ -11,7 +11,9 @@ import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
 import { KeyCustomer } from './key-customer'
 import { KeyCredits } from '../credits'
+import { KeyRelays } from './key-relays'
 import { OVERRIDABLE } from '../../../core/key-settings'
+import { AirGappedMark } from './key-offline'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
 /** Where a setting of a key with a policy comes from, for its field's hint. */
@@ -369,7 +371,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
             <thead><tr><th>Device</th><th class="hide-s">Version</th><th class="hide-s">Country</th><th>Last seen</th><th><span class="sr-only">Actions</span></th></tr></thead>
             <tbody>${active.map(
               (a) => html`<tr>
-                <td><span class="mono" title=${a.device_fingerprint}>${a.device_name ? a.device_name : short(a.device_fingerprint)}</span></td>
+                <td><span class="mono" title=${a.device_fingerprint}>${a.device_name ? a.device_name : short(a.device_fingerprint)}</span><${AirGappedMark} a=${a} /></td>
                 <td class="hide-s">${a.app_version ?? '—'}</td>
                 <td class="hide-s">${a.country ?? '—'}</td>
                 <td>${when(a.last_validated_at ?? a.activated_at)}</td>
@@ -384,7 +386,7 @@ function Devices({ k, onChange }: { k: KeyDetail; onChange: () => void }) {
         : html`<ol class="timeline">
             ${[...active.slice().reverse(), ...past].map(
               (a) => html`<li>
-                <span class="mono">${short(a.device_fingerprint)}</span> activated ${when(a.activated_at)}${a.country ? ` from ${a.country}` : ''}
+                <span class="mono">${short(a.device_fingerprint)}</span> activated ${when(a.activated_at)}${a.country ? ` from ${a.country}` : ''}<${AirGappedMark} a=${a} />
                 ${a.status === 'deactivated' ? html` · released ${when(a.deactivated_at)} <span class="badge">${a.deactivation_reason}</span>` : html` · <${Badge} status="active" />`}
               </li>`,
             )}
@@ -432,6 +434,7 @@ export function KeyPage({ id }: { id: string }) {
       </dl>
     </section>
     <${Devices} k=${k} onChange=${key.reload} />
+    <${KeyRelays} k=${k} onChange=${key.reload} />
     ${k.policy_id
       ? policy.error
         ? html`<${LoadError} problem=${policy.error} what="read its policy" />`

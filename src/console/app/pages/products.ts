@@ -2,6 +2,7 @@ import { useState } from 'preact/hooks'
 import { apiPath, del, get, post, put } from '../api'
 import { Field, FormProblem, html, LoadError, num, PageHead, Spinner, useLoad, useSubmit, when } from '../ui'
 import type { Product, ProductList } from '../../../modules/products/model'
+import { PortalLink, PortalSwitch, type PortalFields } from './product-portal'
 
 const slugOf = (name: string) =>
   name.toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 64)
@@ -11,10 +12,11 @@ function ProductForm({ product, onDone, onCancel }: { product?: Product; onDone:
   const [slug, setSlug] = useState(product?.slug ?? '')
   const [slugTouched, setSlugTouched] = useState(!!product)
   const [description, setDescription] = useState(product?.description ?? '')
+  const [portal, setPortal] = useState((product as PortalFields | undefined)?.offline_portal === true)
   const { busy, problem, submit } = useSubmit(
     () =>
       product
-        ? put(apiPath`/v1/products/${product.id}`, { name, description: description || null })
+        ? put(apiPath`/v1/products/${product.id}`, { name, description: description || null, ...(portal !== ((product as PortalFields).offline_portal === true) ? { offline_portal: portal } : {}) })
         : post(apiPath`/v1/products`, { name, slug, ...(description ? { description } : {}) }),
     onDone,
   )
@@ -42,7 +44,8 @@ function ProductForm({ product, onDone, onCancel }: { product?: Product; onDone:
         <input id=${id + '-desc'} value=${description} onInput=${(e: Event) => setDescription((e.target as HTMLInputElement).value)} />
       </${Field}>
     </div>
-    <${FormProblem} problem=${slugProblem} fields=${['name', 'slug', 'description']} />
+    ${product ? html`<${PortalSwitch} id=${id} on=${portal} onToggle=${setPortal} />` : null}
+    <${FormProblem} problem=${slugProblem} fields=${['name', 'slug', 'description', 'offline_portal']} />
     <div class="form-actions">
       <button class="btn primary" type="submit" disabled=${busy}>${product ? 'Save' : 'Create product'}</button>
       <button class="btn" type="button" onClick=${onCancel}>Cancel</button>
@@ -83,7 +86,7 @@ export function Products() {
                 editing === p.id
                   ? html`<tr><td colspan="6"><${ProductForm} product=${p} onCancel=${() => setEditing(null)} onDone=${() => { setEditing(null); list.reload() }} /></td></tr>`
                   : html`<tr>
-                      <td><a href=${`#/keys?product=${p.id}`}>${p.name}</a>${p.description ? html`<div class="muted small">${p.description}</div>` : null}</td>
+                      <td><a href=${`#/keys?product=${p.id}`}>${p.name}</a>${p.description ? html`<div class="muted small">${p.description}</div>` : null}<${PortalLink} product=${p} /></td>
                       <td class="mono">${p.slug}</td>
                       <td class="num">${num(p.active_keys)}</td>
                       <td class="num">${num(p.total_activations)}</td>

@@ -108,9 +108,10 @@ export function hasDevice(state: KeyState, fingerprint: string): boolean {
   return typeof d === 'string' ? d === fingerprint : d.includes(fingerprint)
 }
 
+/** The seats taken: the active devices, plus the seats of the key's relays (docs/api.md, "Relays"). */
 export function deviceCount(state: KeyState): number {
   const d = state.devices
-  return typeof d === 'string' ? 1 : d.length
+  return (typeof d === 'string' ? 1 : d.length) + state.relaySeats
 }
 
 export class HotState extends ReadThroughCache<KeyState> {
@@ -245,6 +246,7 @@ export class HotState extends ReadThroughCache<KeyState> {
       own: row.own,
       oneKeyPerDevice: row.oneKeyPerDevice,
       metered: row.metered,
+      relaySeats: row.relaySeats,
       mergedFrom: null,
       answer: null,
       loadedAt,

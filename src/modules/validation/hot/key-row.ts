@@ -34,6 +34,8 @@ export interface KeyRow {
   oneKeyPerDevice: boolean
   /** a metered key (credits not null): a valid answer spends its cost from this node's lease (credits/leases.ts) */
   metered: boolean
+  /** the seats its live relays hold (docs/api.md, "Relays"): taken like devices' (0 for most keys) */
+  relaySeats: number
 }
 
 /** What a key with a policy sets itself: an absent field is inherited. */

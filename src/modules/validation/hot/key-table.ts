@@ -9,7 +9,7 @@
 //   expiry); the limit as an int; account, product, plan and policy as ids into a counted string table.
 // - Devices: the first one as 32 bytes inline, more (rare) out of line as bytes (key-devices.ts).
 //   Also out of line (a Map by entry), only for the keys that have them: entitlements that are not
-//   empty, a policy key's own terms.
+//   empty, a policy key's own terms, relay seats.
 // - The field arrays grow by doubling as entries are handed out, up to `capacity` (the index doubles
 //   too, at half load). Reserving them for `capacity` at once cost nothing in RSS (pages not yet
 //   touched), but JavaScriptCore counts a typed array's whole size toward its heap (≈120 MB for the
@@ -44,6 +44,7 @@ const FIRST_ROOM = 1024
 interface Terms {
   entitlements: Entitlements
   own: OwnTerms | null
+  relaySeats: number
 }
 
 /** One entry's fields as a row (hot-state.ts makes its object from it). */
@@ -188,9 +189,9 @@ export class KeyTable {
     if (row.keep) f |= KEEP
     if (row.oneKeyPerDevice) f |= ONE_KEY_PER_DEVICE
     if (row.metered) f |= METERED
-    if (Object.keys(row.entitlements).length > 0 || row.own !== null) {
+    if (Object.keys(row.entitlements).length > 0 || row.own !== null || row.relaySeats > 0) {
       f |= OUT_TERMS
-      this.terms.set(e, { entitlements: row.entitlements, own: row.own })
+      this.terms.set(e, { entitlements: row.entitlements, own: row.own, relaySeats: row.relaySeats })
     }
     this.devices.set(e, row.devices)
     this.flags[e] = f
@@ -294,6 +295,7 @@ export class KeyTable {
       own: terms?.own ?? null,
       oneKeyPerDevice: (f & ONE_KEY_PER_DEVICE) !== 0,
       metered: (f & METERED) !== 0,
+      relaySeats: terms?.relaySeats ?? 0,
     }
   }
 
