@@ -28,6 +28,6 @@ export function SearchBox({ hash }: { hash: string }) {
     <label class="sr-only" for="top-search">Find keys by customer e-mail, name, key or id</label>
     <input id="top-search" type="search" value=${typed} maxlength="200" autocomplete="off" spellcheck=${false}
       placeholder="Find keys: e-mail, name, key, id…" onInput=${(e: Event) => setTyped((e.target as HTMLInputElement).value)} />
-    <button class="btn small" type="submit">Search</button>
+    <button class="btn" type="submit">Search</button>
   </form>`
 }
