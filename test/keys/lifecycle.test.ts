@@ -36,6 +36,7 @@ function key(over: Partial<Key> = {}): Key {
     external_id: null,
     overrides: {},
     credits: null,
+    customer: null,
     ...over,
   }
 }
@@ -145,6 +146,9 @@ describe('patch', () => {
     entitlements: {},
     grace_seconds: null,
     after_expiry: null,
+    customer_email: null,
+    customer_name: null,
+    customer_external_id: null,
     policy_id: policyId,
     ...over,
   })
