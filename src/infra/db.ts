@@ -176,14 +176,13 @@ export function connectPostgres(url: string, max = 10, socketPolicy = DEFAULT_SO
  * never interleave.
  */
 export async function startEmbedded(dataDir: string | null): Promise<Db> {
-  const { PGlite } = await import('@electric-sql/pglite')
   const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
   let dir: string | undefined
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true })
     dir = join(dataDir, 'pgdata')
   }
-  const pglite = await PGlite.create(dir)
+  const pglite = await createPglite(dir)
   const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 1 })
   await server.start()
   const [host, port] = server.getServerConn().split(':')
@@ -206,6 +205,16 @@ export async function startEmbedded(dataDir: string | null): Promise<Db> {
     await server.stop()
     await pglite.close()
   })
+}
+
+/**
+ * A PGlite with the extensions the migrations create: pg_trgm, for the key search's trigram index
+ * (sql/038_customers.sql). Every embedded store (and a test's own PGlite) opens through here.
+ */
+export async function createPglite(dir?: string) {
+  const { PGlite } = await import('@electric-sql/pglite')
+  const { pg_trgm } = await import('@electric-sql/pglite/contrib/pg_trgm')
+  return PGlite.create(dir, { extensions: { pg_trgm } })
 }
 
 /** True for errors that mean "the database is unreachable" rather than "the query was wrong". */

@@ -1,7 +1,7 @@
 // Postgres unreachable: calls that need it answer 503 `unavailable` (a problem that leaks nothing),
 // /readyz says so, and the node recovers by itself once Postgres is back.
 import { afterAll, beforeAll, expect, setDefaultTimeout, test } from 'bun:test'
-import { connectPostgres } from '../../src/infra/db'
+import { connectPostgres, createPglite } from '../../src/infra/db'
 import { createLogger } from '../../src/infra/log'
 import { startNode, type Node } from '../../src/node'
 import { ADMIN_TOKEN, client, freshDatabase, realPostgres, testConfig, type Client, type TestDb } from '../support/harness'
@@ -23,9 +23,8 @@ beforeAll(async () => {
     target = { host: u.hostname, port: Number(u.port || 5432), database: u.pathname.slice(1) }
   } else {
     // Embedded: our own PGlite behind its socket server, so the cut can be cleaned up (see afterCut).
-    const { PGlite } = await import('@electric-sql/pglite')
     const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
-    const db = await PGlite.create()
+    const db = await createPglite()
     const server = new PGLiteSocketServer({ db, host: '127.0.0.1', port: 0, maxConnections: 1 })
     await server.start()
     pglite = { server, db }

@@ -37,6 +37,7 @@ function key(over: Partial<Key> = {}): Key {
     external_id: null,
     overrides: {},
     credits: null,
+    customer: null,
     ...over,
   }
 }
@@ -147,6 +148,9 @@ describe('patch', () => {
     grace_seconds: null,
     after_expiry: null,
     component_match: null,
+    customer_email: null,
+    customer_name: null,
+    customer_external_id: null,
     policy_id: policyId,
     ...over,
   })

@@ -11,8 +11,9 @@ setDefaultTimeout(30_000) // two shared cores: a slow start is not a failure
 const h = useHarness() // a socket: the tests validate through the fast path
 
 const patch = (token: string, id: string, body: unknown) => h.call('PATCH', `/v1/keys/${id}`, { token, body })
+// the key object as PATCH answers it: the detail without its activations and relays
 const get = async (token: string, id: string) => {
-  const { activations: _, ...key } = (await h.call('GET', `/v1/keys/${id}`, { token })).body
+  const { activations: _, relays: __, ...key } = (await h.call('GET', `/v1/keys/${id}`, { token })).body
   return key
 }
 

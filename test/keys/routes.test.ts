@@ -42,6 +42,7 @@ describe('license keys', () => {
       external_id: null,
       overrides: {},
       credits: null,
+      customer: null,
       key_value: expect.stringMatching(KEY_VALUE),
     })
     const { key_value, ...key } = res.body

@@ -3,7 +3,7 @@
 // device or a key never seen is 503 and nothing is half-written. Restored: everything works again without a restart.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import postgres from 'postgres'
-import type { Db } from '../../src/infra/db'
+import { createPglite, type Db } from '../../src/infra/db'
 import { startNode, type Node } from '../../src/node'
 import { client, freshDatabase, newKey, newProduct, ADMIN_TOKEN, testConfig, type Client, type TestDb } from '../support/harness'
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy'
@@ -51,9 +51,8 @@ beforeAll(async () => {
     url.host = `127.0.0.1:${proxy.port}`
     node = await startNode(testConfig(env, url.toString()))
   } else {
-    const { PGlite } = await import('@electric-sql/pglite')
     const { PGLiteSocketServer } = await import('@electric-sql/pglite-socket')
-    const pglite = await PGlite.create()
+    const pglite = await createPglite()
     const server = new PGLiteSocketServer({ db: pglite, host: '127.0.0.1', port: 0, maxConnections: 1 })
     await server.start()
     const [host, port] = server.getServerConn().split(':')

@@ -8,6 +8,7 @@ import { useEffect, useState } from 'preact/hooks'
 import { loadSession, saveSession, setUnauthorizedHandler, type Problem, type Session } from './api'
 import { html } from './ui'
 import { SignIn } from './pages/signin'
+import { SearchBox } from './search-box'
 import { resolve, sectionsOf } from './routes'
 
 function useHash() {
@@ -76,6 +77,7 @@ function App() {
     <header class="topbar">
       <button type="button" class="btn ghost menu" aria-expanded=${menu} aria-controls="nav" onClick=${() => setMenu(!menu)}>Menu</button>
       <span class="brand"><span class="logo" aria-hidden="true">◆</span> Keyward</span>
+      ${session.mode === 'account' ? html`<${SearchBox} hash=${hash} />` : null}
       <span class="who">${session.mode === 'operator' ? html`<span class="badge operator">Operator</span>` : session.accountName
         ? html`<span class="account-name" title=${`Account ${session.accountId}`}>${session.accountName}</span>`
         : html`<span class="mono muted">${session.accountId}</span>`}</span>

@@ -1,5 +1,6 @@
 // Carries out an Intent inside the inbox transaction: the key writes, their events (actor `connector`)
 // and the key emails (sealed values) commit together with the claimed provider event, or not at all.
+import { TEXT_MAX, type Customer } from '../../core/customer'
 import type { Tx } from '../../infra/db'
 import { seal } from '../../infra/crypto'
 import { byConnector, type Actor } from '../events/outbox'
@@ -98,7 +99,7 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
       ctx.accountId,
       { policy_id: policyId, ...(line.quantity > 1 ? { activation_limit: limit } : {}) },
       actor,
-      { expiresAt, metadata, entitlements: {}, externalId },
+      { expiresAt, metadata, entitlements: {}, externalId, customer: buyerOf(intent) },
     )
     await repo.linkKey(tx, ctx.connector.id, intent.refs, key.id)
     keyIds.push(key.id)
@@ -114,6 +115,20 @@ async function issue(tx: Tx, ctx: ApplyContext, actor: Actor, intent: Extract<In
     parts.push(!ctx.mailEnabled ? 'mail is off on this server (no SMTP_URL)' : mailed > 0 ? `emailed to ${intent.email}` : (intent.emailProblem ?? 'no buyer email in the payload'))
   }
   return done(parts.join('; '), keyIds, hashes)
+}
+
+/**
+ * The new key's customer: the buyer's e-mail (lower-cased), name and the provider's customer id (an
+ * id too long for the field is left out rather than cut: a cut id would name no one). Null when the
+ * payload names none of them.
+ */
+function buyerOf(intent: Extract<Intent, { kind: 'purchase' | 'subscription' }>): Customer | null {
+  const id = intent.ids.customer
+  const customer: Customer = {}
+  if (intent.email) customer.email = intent.email.toLowerCase()
+  if (intent.name) customer.name = intent.name
+  if (id && [...id].length <= TEXT_MAX && !/[\u0000-\u001F\u007F-\u009F]/.test(id)) customer.external_id = id
+  return Object.keys(customer).length > 0 ? customer : null
 }
 
 /**

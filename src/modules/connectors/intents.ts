@@ -1,6 +1,7 @@
 // What a provider event means for keys, in Keyward's words: each provider's reader (providers/*.ts)
 // turns its payload into one Intent, read from the payload alone; apply.ts carries it out. The same
 // meaning for every provider (the lifecycle table of docs/payments.md).
+import { EMAIL, EMAIL_MAX, TEXT_MAX } from '../../core/customer'
 import { findUnstorable } from '../../http/kernel'
 
 /** A priced line: the provider's price (or variant) id and how many were bought. */
@@ -11,16 +12,28 @@ export interface Line {
 
 /**
  * `email`: the buyer's address, only when it is one valid address (buyerEmail); else null, and
- * `emailProblem` says why there is no mail (the key is issued all the same).
+ * `emailProblem` says why there is no mail (the key is issued all the same). `name`: the buyer's
+ * name when the payload has one (buyerName); `ids.customer`: the provider's customer id. The three
+ * become the new key's `customer` (apply.ts).
  * `refs`: the provider objects this event is about (subscription, order, payment, invoice, checkout
  * session ids, prefixed by kind): a new key is linked to all of them, and later events find their
  * keys by any of them. The first ref is the one the event's keys are created under (at most once).
  */
 export type Intent =
   /** One-time purchase paid: a key per mapped line. */
-  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string> }
+  | { kind: 'purchase'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; name?: string | null; ids: Record<string, string> }
   /** Subscription started or renewed: its key created (when `create`), or its expiry moved to the period's end. */
-  | { kind: 'subscription'; refs: string[]; lines: Line[]; email: string | null; emailProblem?: string; ids: Record<string, string>; periodEnd: Date | null; create: boolean }
+  | {
+      kind: 'subscription'
+      refs: string[]
+      lines: Line[]
+      email: string | null
+      emailProblem?: string
+      name?: string | null
+      ids: Record<string, string>
+      periodEnd: Date | null
+      create: boolean
+    }
   | { kind: 'suspend'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
   /** Ends a suspension of this reason (a dispute won, a subscription resumed). */
   | { kind: 'reinstate'; refs: string[]; reason: 'subscription_paused' | 'disputed' }
@@ -91,17 +104,18 @@ export function obj(v: unknown, what: string): Record<string, any> {
 
 export const quantity = (v: unknown) => (typeof v === 'number' && Number.isInteger(v) && v >= 1 ? v : 1)
 
-/**
- * One address as the HTML standard defines a valid e-mail address (local@domain, domain labels of
- * letters, digits and hyphens), 254 characters at most: so no list, no display name, no quotes, no
- * spaces and no CR/LF can reach the mail's To (docs/payments.md, "Key emails").
- */
-const EMAIL = /^[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
-
-/** The buyer's address from a payload value: `email` only when it is one valid address (see EMAIL). */
+/** The buyer's address from a payload value: `email` only when it is one valid address (core/customer.ts EMAIL). */
 export function buyerEmail(v: unknown): { email: string | null; emailProblem?: string } {
   const given = optStr(v)
   if (given === null) return { email: null }
-  if (given.length <= 254 && EMAIL.test(given)) return { email: given }
+  if (given.length <= EMAIL_MAX && EMAIL.test(given)) return { email: given }
   return { email: null, emailProblem: 'no mail: the buyer email in the payload is not one valid address' }
+}
+
+/** The buyer's name from a payload value: trimmed, control characters dropped, cut to TEXT_MAX; null when none is left. */
+export function buyerName(v: unknown): string | null {
+  const given = optStr(v)
+  if (given === null) return null
+  const clean = [...given.replace(/[\u0000-\u001F\u007F-\u009F]/g, ' ').trim()].slice(0, TEXT_MAX).join('').trim()
+  return clean === '' ? null : clean
 }

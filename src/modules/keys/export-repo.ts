@@ -4,6 +4,7 @@
 import type { Sql } from '../../infra/db'
 import type { Key, KeyStatus } from './model'
 import { keyColumns, keyFrom, toKey } from './repo'
+import { searchCondition } from './search'
 
 export interface ExportFilter {
   productId?: string
@@ -11,6 +12,8 @@ export interface ExportFilter {
   status?: KeyStatus
   /** [0-9A-Z] only (the route's pattern), so LIKE needs no escaping */
   keyPrefix?: string
+  /** the list's search (search.ts) */
+  q?: string
 }
 
 export interface ExportedKey {
@@ -36,6 +39,7 @@ export async function exportPage(sql: Sql, accountId: string, f: ExportFilter, a
       ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
       ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
       ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}
+      ${f.q !== undefined ? sql`and ${searchCondition(sql, f.q)}` : sql``}
       ${after !== null ? sql`and (k.created_at, k.id) > (${after.createdAt}::text::timestamptz, ${after.id})` : sql``}
     order by k.created_at, k.id limit ${limit}`
   return rows.map((r) => ({

@@ -17,21 +17,28 @@ export const CSV_COLUMNS = [
   'id', 'external_id', 'key_hash', 'key_sha256', 'key_prefix', 'product_id', 'product_slug', 'policy_id', 'plan', 'status',
   'activation_limit', 'activations_used', 'expires_at', 'created_at', 'revoked_at', 'revoke_reason', 'suspended_at', 'suspend_reason',
   'suspended_until', 'release_after_seconds', 'deactivations_allowed', 'deactivations_used', 'grace_seconds', 'after_expiry',
-  'component_match', 'expiry_pending', 'metadata', 'entitlements', 'credits', 'overrides',
+  'component_match', 'expiry_pending', 'metadata', 'entitlements', 'credits', 'overrides', 'customer_email', 'customer_name', 'customer_external_id',
 ] as const
 
 const JSON_CELLS = new Set(['metadata', 'entitlements', 'credits', 'overrides'])
 
-function rowOf(e: ExportedKey): Record<string, unknown> {
+function rowOf(e: ExportedKey, format: 'ndjson' | 'csv'): Record<string, unknown> {
   const { key } = e
   const row: Record<string, unknown> = { ...key, product_slug: e.product_slug }
+  if (format === 'csv') {
+    // a CSV cell is text: the customer takes one column per field (as an import reads them)
+    delete row.customer
+    row.customer_email = key.customer?.email ?? null
+    row.customer_name = key.customer?.name ?? null
+    row.customer_external_id = key.customer?.external_id ?? null
+  }
   if (e.key_hash !== null) row.key_hash = e.key_hash
   if (e.key_sha256 !== null) row.key_sha256 = e.key_sha256
   return row
 }
 
 function csvCells(e: ExportedKey): unknown[] {
-  const row = rowOf(e)
+  const row = rowOf(e, 'csv')
   return CSV_COLUMNS.map((c) => {
     const v = row[c]
     // an empty cell imports as "none given" (a policy's credits would apply): an unmetered key says null
@@ -45,7 +52,7 @@ function csvCells(e: ExportedKey): unknown[] {
 
 export function exportKeys(deps: Pick<Deps, 'sql'>, who: { accountId: string }, query: ExportQuery): ReadableStream<Uint8Array> {
   const format = query.format ?? 'ndjson'
-  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status, keyPrefix: query.key_prefix }
+  const filter: ExportFilter = { productId: query.product_id, policyId: query.policy_id, status: query.status, keyPrefix: query.key_prefix, q: query.q }
   const encoder = new TextEncoder()
   let after: ExportedKey['after'] | null = null
   let started = false
@@ -70,7 +77,7 @@ export function exportKeys(deps: Pick<Deps, 'sql'>, who: { accountId: string }, 
           list.push({ device_fingerprint: d.device_fingerprint, device_name: d.device_name, app_version: d.app_version, activated_at: d.activated_at.toISOString() })
           byKey.set(d.key_id, list)
         }
-        text = page.map((e) => JSON.stringify({ ...rowOf(e), activations: byKey.get(e.key.id) ?? [] })).join('\n') + '\n'
+        text = page.map((e) => JSON.stringify({ ...rowOf(e, 'ndjson'), activations: byKey.get(e.key.id) ?? [] })).join('\n') + '\n'
       }
       controller.enqueue(encoder.encode(text))
     },

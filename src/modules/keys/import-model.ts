@@ -53,6 +53,7 @@ export const ExportQuery = q.Object({
   product_id: q.Optional(q.String()),
   policy_id: q.Optional(q.String()),
   key_prefix: q.Optional(q.String({ pattern: KEY_PREFIX_PATTERN, description: 'Only keys whose value starts with these 1 to 5 characters (as the list)' })),
+  q: q.Optional(q.String({ minLength: 1, maxLength: 200, description: 'Only the keys the list\'s search q finds (ids, key start, customer e-mail or name)' })),
   status: q.Optional(
     q.Union([q.Literal('active'), q.Literal('revoked'), q.Literal('suspended'), q.Literal('expired')], { description: 'Effective status' }),
   ),

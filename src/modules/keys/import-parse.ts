@@ -35,12 +35,14 @@ export const ROW_FIELDS = [
   // beyond the contract's row: a key's other settings, as an export writes them
   'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'component_match', 'revoke_reason', 'suspend_reason',
   'suspended_until', 'key_prefix', 'overrides',
+  // who holds the key: an object (JSON, NDJSON, an export's) or, in CSV, one column per field
+  'customer', 'customer_email', 'customer_name', 'customer_external_id',
   // written by an export, read by no import (the new installation makes its own)
   'id', 'activations_used', 'revoked_at', 'suspended_at', 'deactivations_used', 'expiry_pending',
 ] as const
 
 /** CSV cells holding JSON. */
-const JSON_COLUMNS = new Set(['metadata', 'entitlements', 'credits', 'activations', 'overrides'])
+const JSON_COLUMNS = new Set(['metadata', 'entitlements', 'credits', 'activations', 'overrides', 'customer'])
 /** CSV cells holding integers. */
 const INTEGER_COLUMNS = new Set(['activation_limit', 'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'activations_used', 'deactivations_used'])
 

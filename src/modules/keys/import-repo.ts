@@ -60,6 +60,9 @@ export interface KeyInsert {
   suspend_reason: string | null
   suspended_until: string | null
   metadata: Record<string, unknown>
+  customer_email: string | null
+  customer_name: string | null
+  customer_external_id: string | null
   release_after_seconds: number | null
   deactivations_allowed: number | null
   entitlements: Record<string, unknown>

@@ -6,6 +6,7 @@ import { checkEntitlements } from '../../core/entitlements'
 import type { RefillRule } from '../../core/credits'
 import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
+import { checkCustomer, customerProblems, type Customer } from '../../core/customer'
 import { checkCredits, type ImportCredits } from '../credits/service'
 import { FLAGGED, type FlaggedField } from '../../core/key-settings'
 import { COMPONENT_MATCH, type ComponentMatch } from '../../core/component-match'
@@ -53,6 +54,8 @@ export interface CheckedRow {
   suspendReason: string | null
   suspendedUntil: Date | null
   metadata: Record<string, unknown>
+  /** who holds the key (core/customer.ts), null = not recorded */
+  customer: Customer | null
   entitlements: Record<string, unknown>
   createdAt: Date | null
   releaseAfterSeconds: number | null
@@ -192,6 +195,7 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
     return d
   })
   const metadata = opt('metadata', (v) => checkMetadata('metadata', v)) ?? {}
+  const customer = customerOfRow(f, errors)
   const entitlements = opt('entitlements', (v) => {
     const problems = checkEntitlements(v, true)
     if (problems.length > 0) {
@@ -237,6 +241,7 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
       suspendReason,
       suspendedUntil,
       metadata,
+      customer,
       entitlements: ownEntitlements,
       createdAt,
       releaseAfterSeconds,
@@ -249,6 +254,32 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
       activations,
     },
   }
+}
+
+const CUSTOMER_COLUMNS = { customer_email: 'email', customer_name: 'name', customer_external_id: 'external_id' } as const
+
+/**
+ * The row's customer: a `customer` object, or (CSV) the columns customer_email, customer_name and
+ * customer_external_id, whose problems are named by their column. Not both.
+ */
+function customerOfRow(f: Fields, errors: FieldError[]): Customer | null {
+  const columns = Object.keys(CUSTOMER_COLUMNS).filter((c) => f[c] !== undefined && f[c] !== null) as (keyof typeof CUSTOMER_COLUMNS)[]
+  if (f.customer !== undefined && columns.length > 0) {
+    errors.push({ field: 'customer', message: `give customer or the columns ${columns.join(', ')}, not both` })
+    return null
+  }
+  if (columns.length === 0) {
+    if (f.customer === undefined) return null
+    const problems = customerProblems('customer', f.customer)
+    if (problems.length > 0) return (errors.push(...problems), null)
+    return checkCustomer('customer', f.customer)
+  }
+  const given: Record<string, unknown> = {}
+  for (const c of columns) given[CUSTOMER_COLUMNS[c]] = f[c]
+  const problems = customerProblems('customer', given)
+  const column = (field: string) => Object.entries(CUSTOMER_COLUMNS).find(([, k]) => field === `customer.${k}`)?.[0] ?? field
+  if (problems.length > 0) return (errors.push(...problems.map((p) => ({ ...p, field: column(p.field) }))), null)
+  return checkCustomer('customer', given)
 }
 
 function checkActivations(v: unknown): ImportActivation[] {

@@ -2,6 +2,7 @@
 // A row whose external_id the account already has is skipped, so running a file again is safe. Where a
 // key is stored (key_hash) is decided per row: its portable hash when no other account holds it, else
 // the account-scoped hash derived from it; a hash-only row waits under its pending hash (crypto.ts).
+import { customerColumns } from '../../core/customer'
 import type { Deps } from '../../deps'
 import type { RecordCreated } from '../../infra/record-created'
 import { newId, pendingKeyHash, scopedKeyHash } from '../../infra/crypto'
@@ -162,6 +163,7 @@ export async function importKeys(
           suspend_reason: r.status === 'suspended' ? r.suspendReason : null,
           suspended_until: r.status === 'suspended' ? (r.suspendedUntil?.toISOString() ?? null) : null,
           metadata: r.metadata,
+          ...customerColumns(r.customer),
           release_after_seconds: r.releaseAfterSeconds,
           deactivations_allowed: r.deactivationsAllowed,
           entitlements: r.entitlements,

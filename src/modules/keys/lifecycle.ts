@@ -8,6 +8,7 @@ import { FLAGGED, SETTING_DEFAULTS } from '../../core/key-settings'
 import type { CreditsIn } from '../credits/model'
 import type { Key, PatchKeyBody, Resettable } from './model'
 import type { KeySettings } from './repo'
+import { customerColumns, type Customer, type CustomerColumns } from '../../core/customer'
 
 export type KeyEventType = 'key.revoked' | 'key.extended' | 'key.updated' | 'key.suspended' | 'key.reinstated' | 'key.reissued'
 
@@ -33,7 +34,15 @@ export type Change =
   /** A new key value (its hash and prefix). */
   | { kind: 'reissue'; keyHash: string; keyPrefix: string }
   /** PATCH, with metadata, entitlements and credits as already checked. */
-  | { kind: 'patch'; input: PatchKeyBody; metadata?: Record<string, unknown>; entitlements?: Record<string, unknown>; credits?: PatchCredits }
+  | {
+      kind: 'patch'
+      input: PatchKeyBody
+      metadata?: Record<string, unknown>
+      entitlements?: Record<string, unknown>
+      credits?: PatchCredits
+      /** checked (core/customer.ts): replaces the whole customer; null clears it */
+      customer?: Customer | null
+    }
 
 /** PATCH's credits as checked (undefined: not sent). */
 export type PatchCredits = { wanted: { remaining: number; refill: unknown } | null; input: CreditsIn }
@@ -110,6 +119,12 @@ export function transition(now: KeyNow, change: Change): Transition {
   }
 }
 
+const customerOwn = (own: CustomerColumns): CustomerColumns => ({
+  customer_email: own.customer_email,
+  customer_name: own.customer_name,
+  customer_external_id: own.customer_external_id,
+})
+
 /**
  * PATCH: omitted fields keep their value; with a policy a value given becomes an override and `reset`
  * drops overrides (back to the policy's value; without a policy, to the default). Nothing changed → SAME.
@@ -132,6 +147,7 @@ function patch({ key, own }: KeyNow, change: Extract<Change, { kind: 'patch' }>)
     // with a policy the column is not read once the override is dropped: it keeps its number
     activation_limit: column('activation_limit', input.activation_limit, own.activation_limit, withPolicy ? own.activation_limit : SETTING_DEFAULTS.activation_limit),
     metadata: change.metadata ?? own.metadata,
+    ...(change.customer === undefined ? customerOwn(own) : customerColumns(change.customer)),
     release_after_seconds: column('release_after_seconds', input.release_after_seconds, own.release_after_seconds, SETTING_DEFAULTS.release_after_seconds),
     deactivations_allowed: column('deactivations_allowed', input.deactivations_allowed, own.deactivations_allowed, SETTING_DEFAULTS.deactivations_allowed),
     entitlements: reset.has('entitlements') ? {} : ((change.entitlements as KeySettings['entitlements'] | undefined) ?? own.entitlements),

@@ -1,5 +1,6 @@
 import { OVERRIDABLE, type OverridableField } from '../../core/key-settings'
 import { Instant, NullableTimestamp, OneOf, q, t, Timestamp } from '../../http/schema'
+import { EMAIL_MAX, TEXT_MAX } from '../../core/customer'
 import { Activation } from '../activations/model'
 import { Credits, CreditsIn } from '../credits/model'
 import { ComponentMatch } from '../policies/model'
@@ -7,6 +8,22 @@ import { RelaySummary } from '../relays/model'
 
 export const KeyStatus = t.Union([t.Literal('active'), t.Literal('revoked'), t.Literal('suspended'), t.Literal('expired')])
 export type KeyStatus = typeof KeyStatus.static
+
+export const CustomerView = t.Object(
+  {
+    email: t.Union([t.String(), t.Null()], { description: 'Stored lower-cased' }),
+    name: t.Union([t.String(), t.Null()]),
+    external_id: t.Union([t.String(), t.Null()], { description: "The customer's id in the vendor's or the payment provider's system" }),
+  },
+  { title: 'Customer' },
+)
+
+/** Checked in the service (core/customer.ts) so every problem names its field (`body.customer.email`). */
+const CustomerIn = t.Unknown({
+  description:
+    `null (no customer) or {email?, name?, external_id?}, at least one: email one valid address of at most ${EMAIL_MAX} characters ` +
+    `(stored lower-cased), name and external_id text of 1..${TEXT_MAX} characters; on PATCH it replaces the whole customer`,
+})
 
 export const Key = t.Object({
   id: t.String({ examples: ['key_01JD7Z3X9K8Q4W2E6R5T1Y0U3I'] }),
@@ -53,6 +70,7 @@ export const Key = t.Object({
     description: 'For a key with a policy: exactly the settings the key sets itself (the other values shown are its policy\'s); {} when none, and for a key without a policy',
   }),
   credits: Credits,
+  customer: t.Union([CustomerView, t.Null()], { description: 'Who holds the key; null = not recorded. Searchable with GET /v1/keys?q=' }),
 })
 export type Key = typeof Key.static
 
@@ -111,6 +129,7 @@ export const CreateKeyBody = t.Object({
   activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, description: "Default: the policy's, else 3" })),
   expires_at: t.Optional(t.Union([Instant('Must be in the future; omit or null for a perpetual key'), t.Null()])),
   metadata: t.Optional(t.Unknown({ description: 'A JSON object, at most 8 KiB serialized' })),
+  customer: t.Optional(CustomerIn),
   ...SettingsIn,
 })
 export type CreateKeyBody = typeof CreateKeyBody.static
@@ -120,6 +139,7 @@ export const PatchKeyBody = t.Object({
   plan: t.Optional(t.Union([t.String({ maxLength: 64 }), t.Null()])),
   activation_limit: t.Optional(t.Integer({ minimum: 1, maximum: 10000, description: 'Lowering it below activations_used deactivates nothing' })),
   metadata: t.Optional(t.Unknown({ description: 'Replaces the whole object: a JSON object, at most 8 KiB serialized' })),
+  customer: t.Optional(CustomerIn),
   ...SettingsIn,
   reset: t.Optional(
     t.Array(OneOf(RESETTABLE), {
@@ -146,6 +166,16 @@ export const ListKeysQuery = q.Object({
       description:
         'Only keys whose key value starts with these 1 to 5 characters (key_prefix as shown: 0-9 and upper-case A-Z without I, L, O, U); anything else is 400',
       examples: ['ABCDE'],
+    }),
+  ),
+  q: q.Optional(
+    q.String({
+      minLength: 1,
+      maxLength: 200,
+      description:
+        "Search: keys whose id, external_id or customer.external_id equals q, whose key_prefix starts with q (1 to 5 of its characters, any case), " +
+        "or whose customer e-mail or name contains q ignoring case. Combines with the other filters",
+      examples: ['jane@acme.com'],
     }),
   ),
   // Bounded so page * page_size always fits the database's OFFSET; deeper pages would be empty anyway.

@@ -5,13 +5,16 @@ import { KEY_SETTINGS, overridesOf, type OwnSettings, type SettingValues } from 
 import { effectivePlan, effectiveSettings, joinPolicy, settingAssignments, settingColumns, settingParams } from '../policies/repo'
 import type { RefillRule } from '../../core/credits'
 import { creditsView, leasedOf, type CreditsColumns } from '../credits/repo'
+import { customerOf, type CustomerColumns } from '../../core/customer'
 import type { Key, KeyStatus } from './model'
+import { searchCondition } from './search'
 import { relaySeatsColumn } from '../activations/relay-count'
 
 /** The key's own columns as selected: `own_fields` and `own_<setting>` for each of OwnSettings. */
 type OwnColumns = { own_fields: string[] } & { [F in Exclude<keyof OwnSettings, 'own_fields'> as `own_${F}`]: OwnSettings[F] }
 
 type Row = CreditsColumns &
+  CustomerColumns &
   Omit<SettingValues, 'one_key_per_device'> &
   OwnColumns & {
     id: string
@@ -77,6 +80,7 @@ export const toKey = (r: Row): Key => ({
   overrides: overridesOf(ownOf(r), r.policy_id !== null),
   expiry_pending: r.expiry_pending,
   credits: creditsView(r),
+  customer: customerOf(r),
 })
 
 /**
@@ -90,7 +94,8 @@ export const keyColumns = (sql: Sql | Tx) => sql`
   k.expires_at, k.created_at, k.revoked_at, k.revoke_reason, k.suspended_at, k.suspend_reason, k.suspended_until, k.metadata, k.key_prefix,
   k.deactivations_used, ${effectiveSettings(sql)},
   k.policy_id, k.pending_duration is not null as expiry_pending, k.external_id, k.own_fields, ${ownColumns(sql)},
-  k.credits_remaining, k.credits_refill, k.credits_since, k.credits_debt, ${leasedOf(sql)} as credits_leased`
+  k.credits_remaining, k.credits_refill, k.credits_since, k.credits_debt, ${leasedOf(sql)} as credits_leased,
+  k.customer_email, k.customer_name, k.customer_external_id`
 
 /** A key `k` with its policy `p`. */
 export const keyFrom = (sql: Sql | Tx) => sql`license_keys k ${joinPolicy(sql)}`
@@ -118,15 +123,19 @@ export async function insertKey(
     credits: { remaining: number; refill: RefillRule | null } | null
     /** its id in another system (a payment connector's provider ids); unique in the account */
     externalId?: string | null
+    /** who holds it (checked by checkCustomer) */
+    customer?: CustomerColumns
   },
 ): Promise<Key> {
   await tx`insert into license_keys (id, account_id, product_id, key_hash, key_prefix, ${settingColumns(tx, OWN)}, expires_at, metadata,
-      policy_id, own_fields, created_at, pending_duration, credits_remaining, credits_refill, credits_since, external_id)
+      policy_id, own_fields, created_at, pending_duration, credits_remaining, credits_refill, credits_since, external_id,
+      customer_email, customer_name, customer_external_id)
     values (${k.id}, ${k.accountId}, ${k.productId}, ${k.keyHash}, ${k.keyPrefix}, ${settingParams(tx, k.own, OWN)},
             ${k.expiresAt}, ${tx.json(k.metadata as JSONValue)}, ${k.policyId}, ${k.ownFields}, ${k.createdAt},
             ${k.pendingDuration}, ${k.credits?.remaining ?? null},
             ${k.credits?.refill ? tx.json(k.credits.refill as unknown as JSONValue) : null}, ${k.credits ? k.createdAt : null},
-            ${k.externalId ?? null})`
+            ${k.externalId ?? null}, ${k.customer?.customer_email ?? null}, ${k.customer?.customer_name ?? null},
+            ${k.customer?.customer_external_id ?? null})`
   return (await findKey(tx, k.accountId, k.id))!
 }
 
@@ -144,7 +153,8 @@ export async function findKeysByIds(sql: Sql | Tx, ids: string[]): Promise<{ acc
 
 /** What a key stores of its settings: its own values (see KeySettings), and its policy. */
 export async function ownSettings(tx: Tx, id: string): Promise<KeySettings & { policy_id: string | null }> {
-  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, ${settingColumns(tx, OWN)}, metadata, policy_id
+  const [r] = await tx<(KeySettings & { policy_id: string | null })[]>`select own_fields, ${settingColumns(tx, OWN)}, metadata, policy_id,
+      customer_email, customer_name, customer_external_id
     from license_keys where id = ${id}`
   return r!
 }
@@ -164,6 +174,8 @@ export interface KeyFilter {
   policyId?: string
   /** Matches the start of key_prefix; the route lets only [0-9A-Z] through, so LIKE needs no escaping. */
   keyPrefix?: string
+  /** the search (search.ts): ids, customer id, key prefix, customer e-mail or name */
+  q?: string
   page: number
   pageSize: number
 }
@@ -174,7 +186,8 @@ export async function listKeys(sql: Sql, accountId: string, f: KeyFilter): Promi
     ${f.plan !== undefined ? sql`and ${effectivePlan(sql)} = ${f.plan}` : sql``}
     ${f.policyId !== undefined ? sql`and k.policy_id = ${f.policyId}` : sql``}
     ${f.keyPrefix !== undefined ? sql`and k.key_prefix like ${f.keyPrefix + '%'}` : sql``}
-    ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}`
+    ${f.status !== undefined ? sql`and key_effective_status(k.status, k.expires_at, k.suspended_at) = ${f.status}` : sql``}
+    ${f.q !== undefined ? sql`and ${searchCondition(sql, f.q)}` : sql``}`
   const [{ total }] = await sql<{ total: number }[]>`select count(*)::int as total from ${keyFrom(sql)} where ${where}`
   const rows = await sql<Row[]>`select ${keyColumns(sql)} from ${keyFrom(sql)} where ${where}
     order by k.created_at desc, k.id desc limit ${f.pageSize} offset ${f.page * f.pageSize}`
@@ -218,9 +231,9 @@ export async function extendKey(tx: Tx, id: string, expiresAt: Date | null): Pro
  * A key's own settings as stored (core/key-settings.ts OwnSettings: without a policy, the flagged
  * columns are its values; with one, a flagged column counts only when `own_fields` names it, and grace,
  * after_expiry (null = inherited or default) and entitlements (merged over the policy's) are the
- * key's own either way), with its metadata.
+ * key's own either way), with its metadata and customer.
  */
-export interface KeySettings extends OwnSettings {
+export interface KeySettings extends OwnSettings, CustomerColumns {
   own_fields: string[]
   metadata: Record<string, unknown>
 }
@@ -231,7 +244,8 @@ export interface KeySettings extends OwnSettings {
  */
 export async function updateSettings(tx: Tx, id: string, s: KeySettings): Promise<void> {
   await tx`update license_keys set ${settingAssignments(tx, s, OWN)},
-      metadata = ${tx.json(s.metadata as JSONValue)}, own_fields = ${s.own_fields}, updated_at = now()
+      metadata = ${tx.json(s.metadata as JSONValue)}, own_fields = ${s.own_fields}, customer_email = ${s.customer_email},
+      customer_name = ${s.customer_name}, customer_external_id = ${s.customer_external_id}, updated_at = now()
     where id = ${id}`
 }
 

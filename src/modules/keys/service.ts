@@ -3,6 +3,7 @@ import type { RecordCreated } from '../../infra/record-created'
 import { hashKeyValue, isId, newId, newKeyValue, normalizeKeyValue } from '../../infra/crypto'
 import { AppError, invalid, notFound } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
+import { checkCustomer, customerColumns, type Customer } from '../../core/customer'
 import { checkEntitlements } from '../../core/entitlements'
 import { FLAGGED, type OwnSettings } from '../../core/key-settings'
 import type { Principal } from '../../core/principal'
@@ -41,9 +42,10 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
   const expiresAt = input.expires_at ? futureInstant('body.expires_at', input.expires_at) : null
   const metadata = input.metadata === undefined ? {} : checkMetadata('body.metadata', input.metadata)
   const entitlements = input.entitlements === undefined ? {} : checkOwnEntitlements('body.entitlements', input.entitlements)
+  const customer = input.customer === undefined ? null : checkCustomer('body.customer', input.customer)
   if (input.policy_id == null && input.product_id === undefined) throw invalid('body.product_id', 'is required without policy_id')
   const created = await deps.sql.begin(async (tx) => {
-    const { key, keyValue } = await createKeyIn(tx, who.accountId, input, byApiKey(who), { expiresAt, metadata, entitlements })
+    const { key, keyValue } = await createKeyIn(tx, who.accountId, input, byApiKey(who), { expiresAt, metadata, entitlements, customer })
     const created = { ...key, key_value: keyValue }
     return record ? record(tx, created) : created
   })
@@ -55,14 +57,21 @@ export async function createKey(deps: Deps, who: Principal, input: CreateKeyBody
 /**
  * A key created inside the caller's transaction, with its `key.created` event (the API's create, and a
  * payment connector's purchase). The caller publishes the invalidation of `keyHash` after the commit.
- * `checked`: the input's expires_at, metadata and entitlements as already checked.
+ * `checked`: the input's expires_at, metadata, entitlements and customer as already checked.
  */
 export async function createKeyIn(
   tx: Tx,
   accountId: string,
   input: CreateKeyBody,
   actor: Actor,
-  checked: { expiresAt: Date | null; metadata: Record<string, unknown>; entitlements: Record<string, unknown>; externalId?: string | null },
+  checked: {
+    expiresAt: Date | null
+    metadata: Record<string, unknown>
+    entitlements: Record<string, unknown>
+    externalId?: string | null
+    /** who holds it (checkCustomer), null = not recorded */
+    customer?: Customer | null
+  },
 ): Promise<{ key: Key; keyValue: string; keyHash: string }> {
   const { expiresAt, metadata, entitlements, externalId } = checked
   const policyId = input.policy_id ?? null
@@ -116,6 +125,7 @@ export async function createKeyIn(
       pendingDuration: terms.pendingDuration,
       credits: terms.credits,
       externalId,
+      customer: customerColumns(checked.customer ?? null),
     })
     await emit(tx, who.accountId, 'key.created', key, actor)
     return { key, keyValue, keyHash }
@@ -131,7 +141,7 @@ export async function getKey(deps: Deps, who: Principal, id: string) {
 export async function listKeys(
   deps: Deps,
   who: Principal,
-  query: { product_id?: string; policy_id?: string; status?: KeyStatus; plan?: string; key_prefix?: string; page?: number; page_size?: number },
+  query: { product_id?: string; policy_id?: string; status?: KeyStatus; plan?: string; key_prefix?: string; q?: string; page?: number; page_size?: number },
 ) {
   const page = query.page ?? 0
   const pageSize = query.page_size ?? 20
@@ -141,6 +151,7 @@ export async function listKeys(
     plan: query.plan,
     policyId: query.policy_id,
     keyPrefix: query.key_prefix,
+    q: query.q,
     page,
     pageSize,
   })
@@ -220,12 +231,13 @@ export async function extendKey(deps: Deps, who: Principal, id: string, expiresA
 export async function patchKey(deps: Deps, who: Principal, id: string, input: PatchKeyBody): Promise<Key> {
   const metadata = input.metadata === undefined ? undefined : checkMetadata('body.metadata', input.metadata)
   const entitlements = input.entitlements === undefined ? undefined : checkOwnEntitlements('body.entitlements', input.entitlements)
+  const customer = input.customer === undefined ? undefined : checkCustomer('body.customer', input.customer)
   for (const field of input.reset ?? []) if (input[field] !== undefined) throw invalid(`body.${field}`, 'cannot be set and reset in one call')
   const credits =
     input.credits === undefined
       ? undefined
       : { input: input.credits, wanted: input.credits === null ? null : { remaining: input.credits.remaining, refill: checkRefill('body.credits.refill', input.credits.refill) } }
-  return (await change(deps, who, id, { kind: 'patch', input, metadata, entitlements, credits })).key
+  return (await change(deps, who, id, { kind: 'patch', input, metadata, entitlements, credits, customer })).key
 }
 
 /**

@@ -127,6 +127,7 @@ function sampleKey(): Key {
     external_id: null,
     overrides: {},
     credits: null,
+    customer: { email: 'jane@example.com', name: 'Jane Example', external_id: 'cus_test' },
   }
 }
 

@@ -10,6 +10,7 @@ import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
 import { fromUtcInput } from './signing-keys'
+import { KeyCustomer } from './key-customer'
 import { KeyCredits } from '../credits'
 import { KeyRelays } from './key-relays'
 import { OVERRIDABLE } from '../../../core/key-settings'
@@ -444,6 +445,7 @@ export function KeyPage({ id, query }: { id: string; query?: URLSearchParams }) 
   const about = html`<section class="panel" aria-labelledby="about-h">
       <h2 id="about-h">About this key</h2>
       <dl class="props">
+        <div class="wide"><dt>Customer</dt><dd><${KeyCustomer} k=${k} onDone=${key.reload} /></dd></div>
         <div><dt>Product</dt><dd>${product.data?.name ?? html`<span class="mono">${k.product_id}</span>`}</dd></div>
         <div><dt>Policy</dt><dd>${k.policy_id ? html`<a href=${`#/policies/${k.policy_id}`}>${p?.name ?? k.policy_id}</a>` : 'None'}</dd></div>
         <div><dt>Plan</dt><dd>${k.plan ?? '—'}</dd></div>

@@ -3,7 +3,7 @@ import { apiPath, download, get, post, withQuery, type FieldError } from '../api
 import { checks, termInWords } from '../settings'
 import { asProblem, Badge, Field, fieldError, FormProblem, html, invalid, LoadError, navigate, num, PageHead, Secret, Spinner, useLoad, useSubmit, when } from '../ui'
 import type { Problem } from '../api'
-import type { CreatedKey, KeyPage } from '../../../modules/keys/model'
+import type { CreatedKey, Key, KeyPage } from '../../../modules/keys/model'
 import type { Policy, PolicyList as PolicyListSchema } from '../../../modules/policies/model'
 import type { ProductList } from '../../../modules/products/model'
 
@@ -123,6 +123,9 @@ export function Keys({ query }: { query: URLSearchParams }) {
   const [typed, setTyped] = useState('')
   const [prefix, setPrefix] = useState('')
   const [page, setPage] = useState(0)
+  // `#/keys?q=…`: the top bar's search (search-box.ts); a new search starts at its first page
+  const q = query.get('q') ?? ''
+  useEffect(() => setPage(0), [q])
   // `#/keys?policy=pol_…` (a policy's "New key with this policy") opens the form with it chosen.
   const asked = query.get('policy')
   const [creating, setCreating] = useState(!!asked)
@@ -131,8 +134,8 @@ export function Keys({ query }: { query: URLSearchParams }) {
   const products = useLoad(() => get<ProductList>(apiPath`/v1/products`).catch((): ProductList => ({ data: [] })), [])
   const policies = useLoad(() => get<PolicyList>(apiPath`/v1/policies`).catch((): PolicyList => ({ data: [] })), [])
   const list = useLoad(
-    () => get<KeyPage>(withQuery(apiPath`/v1/keys`, { product_id: product, status, key_prefix: prefix, page, page_size: PAGE_SIZE })),
-    [product, status, prefix, page],
+    () => get<KeyPage>(withQuery(apiPath`/v1/keys`, { q, product_id: product, status, key_prefix: prefix, page, page_size: PAGE_SIZE })),
+    [q, product, status, prefix, page],
   )
   // The search runs a moment after typing stops (or at once on Enter).
   useEffect(() => {
@@ -154,7 +157,7 @@ export function Keys({ query }: { query: URLSearchParams }) {
     setExporting(format)
     setExportProblem(null)
     try {
-      const path = withQuery(apiPath`/v1/keys/export`, { format, product_id: product, status, key_prefix: prefix })
+      const path = withQuery(apiPath`/v1/keys/export`, { format, q, product_id: product, status, key_prefix: prefix })
       await download(path, `keys-${new Date().toISOString().slice(0, 10)}.${format}`)
     } catch (err) {
       setExportProblem(asProblem(err))
@@ -172,6 +175,10 @@ export function Keys({ query }: { query: URLSearchParams }) {
     ${creating && products.data && policies.data
       ? html`<${CreateKey} products=${products.data.data} policies=${policies.data.data} initialPolicy=${policies.data.data.find((p) => p.id === asked) ?? null}
           onCreated=${list.reload} onCancel=${() => setCreating(false)} />`
+      : null}
+    ${q
+      ? html`<p class="search-for" role="status">Keys matching “<strong class="break">${q}</strong>”: id, external id or customer id, key start, customer e-mail or name.
+          <a href="#/keys">Clear the search</a></p>`
       : null}
     <form class="filters" role="search" aria-label="Filter the keys" onSubmit=${(e: Event) => { e.preventDefault(); setPrefix(toKeyPrefix(typed)); setPage(0) }}>
       <${Field} label="Key starts with" id="f-prefix" name="key_prefix" problem=${prefixProblem}>
@@ -197,13 +204,16 @@ export function Keys({ query }: { query: URLSearchParams }) {
     ${!d
       ? list.error ? null : html`<${Spinner} />`
       : d.data.length === 0
-        ? html`<div class="panel empty"><p>${prefix ? `No key starts with ${prefix}${product || status ? ' among these filters' : ''}.` : 'No key matches these filters.'}</p></div>`
+        ? html`<div class="panel empty"><p>${
+            q ? `No key matches “${q}”${prefix || product || status ? ' among these filters' : ''}.`
+            : prefix ? `No key starts with ${prefix}${product || status ? ' among these filters' : ''}.` : 'No key matches these filters.'}</p></div>`
         : html`<div class="table-wrap"><table class="table">
-            <thead><tr><th>Key</th><th>Product</th><th>Status</th><th class="num">Devices</th><th class="hide-s">Expires</th><th class="hide-s">Created</th></tr></thead>
+            <thead><tr><th>Key</th><th>Customer</th><th class="hide-s">Product</th><th>Status</th><th class="num">Devices</th><th class="hide-s">Expires</th><th class="hide-s">Created</th></tr></thead>
             <tbody>${d.data.map(
               (k) => html`<tr>
                 <td><a class="mono" href=${`#/keys/${k.id}`} aria-label=${`Key ${k.key_prefix}…`}>${k.key_prefix}…</a>${k.plan ? html` <span class="muted small">${k.plan}</span>` : null}</td>
-                <td>${names.get(k.product_id) ?? html`<span class="mono small">${k.product_id}</span>`}</td>
+                <td class="customer-cell">${customerCell(k.customer)}</td>
+                <td class="hide-s">${names.get(k.product_id) ?? html`<span class="mono small">${k.product_id}</span>`}</td>
                 <td><${Badge} status=${k.status} /></td>
                 <td class="num">${k.activations_used} / ${k.activation_limit}</td>
                 <td class="hide-s">${k.expires_at ? when(k.expires_at) : 'Never'}</td>
@@ -216,6 +226,13 @@ export function Keys({ query }: { query: URLSearchParams }) {
             <span>${num(d.page * d.page_size + 1)}–${num(d.page * d.page_size + d.data.length)} of ${num(d.total)}</span>
             <button class="btn small" type="button" disabled=${!d.has_more} onClick=${() => setPage(page + 1)}>Next</button>
           </nav>`}`
+}
+
+/** A key's customer in a list: the name (else the e-mail, else the id), the e-mail under a name. */
+function customerCell(c: Key['customer']) {
+  if (!c) return html`<span class="muted">—</span>`
+  const main = c.name ?? c.email ?? c.external_id
+  return html`${main}${c.name && c.email ? html`<span class="muted small">${c.email}</span>` : null}`
 }
 
 export function goToKey(id: string) {

@@ -3,7 +3,7 @@
 // id and no timestamp: the inbox key is the event name, the object id and its `updated_at`, which a
 // redelivery repeats and a new change does not.
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import { BadSignature, buyerEmail, fromIso, Malformed, obj, storable, optStr, quantity, str, type Intent, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, buyerName, fromIso, Malformed, obj, storable, optStr, quantity, str, type Intent, type ReadEvent } from '../intents'
 
 export function verifyLemonSqueezy(raw: Buffer, headers: Headers, secret: string): unknown {
   const given = headers.get('x-signature') ?? ''
@@ -31,6 +31,7 @@ function interpret(name: string, data: Record<string, any>): Intent {
         refs: [`order:${id}`],
         lines: [{ price: str(item.variant_id, 'first_order_item.variant_id'), quantity: quantity(item.quantity) }],
         ...buyerEmail(a.user_email),
+        name: buyerName(a.user_name),
         ids: compact({ order: id, order_identifier: a.identifier, customer: a.customer_id }),
       }
     }
@@ -70,6 +71,7 @@ function subscription(name: string, id: string, a: Record<string, any>): Intent 
       refs,
       lines: [{ price: str(a.variant_id, 'data.attributes.variant_id'), quantity: 1 }],
       ...buyerEmail(a.user_email),
+      name: buyerName(a.user_name),
       ids: compact({ subscription: id, order: a.order_id, customer: a.customer_id }),
       periodEnd: fromIso(status === 'on_trial' ? (a.trial_ends_at ?? a.renews_at) : a.renews_at),
       create: name === 'subscription_created',

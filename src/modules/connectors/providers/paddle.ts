@@ -3,7 +3,7 @@
 // more than 30 s ahead is refused here (intents.ts).
 // The payload is read as sent (snake_case, the shapes of the SDK's notification types).
 import { Paddle, Webhooks } from '@paddle/paddle-node-sdk'
-import { BadSignature, buyerEmail, fromIso, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, buyerName, fromIso, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // The SDK picks its crypto (Node's or Web Crypto, by runtime) when a client is constructed; without
 // one, isSignatureValid answers false for every signature. The client never calls Paddle here.
@@ -42,7 +42,8 @@ function interpret(type: string, d: Record<string, any>): Intent {
   switch (type) {
     case 'transaction.completed': {
       const sub = optStr(d.subscription_id)
-      const email = buyerEmail(d.custom_data?.email)
+      // Paddle's webhook names the customer by id only; a checkout may pass e-mail and name in custom_data
+      const email = { ...buyerEmail(d.custom_data?.email), name: buyerName(d.custom_data?.name) }
       const ids = compact({ transaction: id, subscription: sub, customer: d.customer_id, invoice_number: d.invoice_number })
       if (!sub) return { kind: 'purchase', refs: [`txn:${id}`], lines: lines(d.items), ...email, ids }
       const periodEnd = fromIso(d.billing_period?.ends_at)

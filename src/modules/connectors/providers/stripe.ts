@@ -3,7 +3,7 @@
 // line.pricing.price_details, item.current_period_end) and the one before 2025 (invoice.subscription,
 // line.price, subscription.current_period_end).
 import Stripe from 'stripe'
-import { BadSignature, buyerEmail, fromUnix, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
+import { BadSignature, buyerEmail, buyerName, fromUnix, Malformed, notFromTheFuture, obj, storable, optStr, quantity, str, type Intent, type Line, type ReadEvent } from '../intents'
 
 // No API key: the client is only used for its webhook helpers, which never call Stripe.
 const stripe = new Stripe('sk_unused_keyward_verifies_webhooks_only')
@@ -79,7 +79,7 @@ function interpret(event: Stripe.Event): Intent {
       if (o.payment_status !== 'paid' && o.payment_status !== 'no_payment_required') {
         return { kind: 'none', detail: `payment_status is ${String(o.payment_status)}: the key waits for checkout.session.async_payment_succeeded` }
       }
-      const email = buyerEmail(optStr(o.customer_details?.email) ?? optStr(o.customer_email))
+      const email = { ...buyerEmail(optStr(o.customer_details?.email) ?? optStr(o.customer_email)), name: buyerName(o.customer_details?.name) }
       return {
         kind: 'purchase',
         refs: refs(['cs', str(o.id, 'data.object.id')], ['pi', o.payment_intent], ['in', o.invoice]),
@@ -93,7 +93,7 @@ function interpret(event: Stripe.Event): Intent {
       const sub = idOf(o.parent?.subscription_details?.subscription) ?? idOf(o.subscription)
       const { lines, periodEnd } = invoiceLines(o)
       const ids = compact({ invoice: o.id, subscription: sub, customer: idOf(o.customer) })
-      const email = buyerEmail(o.customer_email)
+      const email = { ...buyerEmail(o.customer_email), name: buyerName(o.customer_name) }
       const invoiceRefs = refs(['in', str(o.id, 'data.object.id')], ['pi', o.payment_intent], ['ch', o.charge])
       if (!sub) return { kind: 'purchase', refs: invoiceRefs, lines, ...email, ids }
       return { kind: 'subscription', refs: [`sub:${sub}`, ...invoiceRefs], lines, ...email, ids, periodEnd, create: true }
