@@ -6,3 +6,5 @@ export { ClockSkewError, KeywardError, RateLimitedError, RevokedSignerError, Sig
 export type { KeySet, KeySetEntry, SigningKeyState } from './signing-keys.js'
 export { fileStorage, localStorageStorage, memoryStorage, type KeywardStorage } from './storage.js'
 export type { LicensePayload, LicenseRefusal, LicenseResult } from './license.js'
+export { machineIdentity, type MachineIdentity, type MachineIdentityOptions, type SystemReaders } from './machine-identity.js'
+export { componentsMatch, COMPONENT_MATCH, type ComponentMatch, type Components } from './component-match.js'
