@@ -18,6 +18,7 @@
 //   machdep.cpu.brand_string`, MACs of en* interfaces, the hostname.
 // - Windows: MachineGuid (`reg query`), the board and first disk serials (PowerShell CIM, else wmic),
 //   the CPU model, MACs of physical adapters, the hostname.
+// - Containers: KEYWARD_MACHINE_ID set → `container` is the only component, and the fingerprint's basis.
 // - Browsers (and Workers): what a page can see is not a machine, so only a documented subset:
 //   `browser_id` (a random id kept in storage), `user_agent` (version numbers removed, so an update
 //   keeps it) and `platform`. See client/README.md for what that can and cannot tell.
@@ -78,7 +79,7 @@ export async function machineIdentity(options: MachineIdentityOptions = {}): Pro
   const raw = await readComponents(sys)
   const components: Record<string, string> = {}
   for (const [name, value] of raw.slice(0, MAX)) components[name] = await hashComponent(salt, name, value)
-  const container = (sys.env('KEYWARD_MACHINE_ID') ?? '').trim()
+  const container = meaningful(sys.env('KEYWARD_MACHINE_ID'))
   let basis: MachineIdentity['basis']
   let value: string
   if (container) [basis, value] = ['container', `container:${container}`]
@@ -117,8 +118,11 @@ async function readComponents(sys: SystemReaders): Promise<[string, string][]> {
     const v = meaningful(value)
     if (v !== null && !out.some(([n]) => n === name)) out.push([name, v])
   }
-  const container = sys.env('KEYWARD_MACHINE_ID')
-  add('container', container)
+  // In a container, what shows of the host (its disk, CPU, the image's machine id) is the same for every
+  // container on it, so it would make one workload look like a copy of the next: the operator's id
+  // stands alone (docs/integrating.md, "Identifying machines", Containers and Kubernetes).
+  const container = meaningful(sys.env('KEYWARD_MACHINE_ID'))
+  if (container) return [['container', container]]
   if (sys.platform === 'browser') {
     const ua = sys.userAgent()
     // Version numbers change with every browser update; the browser and OS family does not.
