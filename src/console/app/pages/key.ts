@@ -10,6 +10,7 @@ import type { Policy } from '../../../modules/policies/model'
 import type { Product } from '../../../modules/products/model'
 import { endOfDay } from './keys'
 import { KeyCredits } from '../credits'
+import { KeyMachineIdentity } from './key-devices'
 import { OVERRIDABLE } from '../../../core/key-settings'
 
 const short = (fp: string) => `${fp.slice(0, 12)}…`
@@ -430,6 +431,7 @@ export function KeyPage({ id }: { id: string }) {
       </dl>
     </section>
     <${Devices} k=${k} onChange=${key.reload} />
+    <${KeyMachineIdentity} k=${k} onDone=${key.reload} />
     ${k.policy_id
       ? policy.error
         ? html`<${LoadError} problem=${policy.error} what="read its policy" />`
