@@ -114,7 +114,7 @@ export function KeyMachineIdentity({ k: key, onDone }: { k: KeyDetail; onDone: (
   const rebinds = list.filter((e) => e.type === 'activation.rebound').reverse()
   return html`<section class="panel" aria-labelledby="ident-h">
     <h2 id="ident-h">Machine identity</h2>
-    <p class="muted small">Rule: <strong>${ruleInWords(k.component_match)}</strong>. Devices send salted hashes of their parts; the names are shown here, the values never leave the device.</p>
+    <p class="muted small">Rule: <strong>${ruleInWords(k.component_match)}</strong>. Devices send salted hashes of their parts (machine id, disk, network cards, CPU, ...): their names are shown here with since when each is unchanged; the values never leave the device.</p>
     <${Rule} k=${k} onDone=${onDone} />
     <h3 class="ident-sub">Components per device</h3>
     ${active.length === 0
@@ -126,7 +126,7 @@ export function KeyMachineIdentity({ k: key, onDone }: { k: KeyDetail; onDone: (
             <div class="ident-name"><strong>${a.device_name ?? short(a.device_fingerprint)}</strong>${a.device_name ? html` <span class="mono muted small" title=${a.device_fingerprint}>${short(a.device_fingerprint)}</span>` : null}</div>
             ${names.length
               ? html`<ul class="ident-parts" aria-label=${`Components of ${a.device_name ?? short(a.device_fingerprint)}`}>${names.map(
-                  (n) => html`<li><span class="chip" title=${n}>${LABELS[n] ?? n}</span> <span class="muted small">unchanged since ${when(since[n])}</span></li>`,
+                  (n) => html`<li><span class="chip" title=${n}>${LABELS[n] ?? n}</span><span class="muted small" title="Unchanged since">since ${when(since[n])}</span></li>`,
                 )}</ul>`
               : html`<p class="muted small">No components sent: an app older than machine identity, or one that sends none${k.component_match && k.component_match !== 'off' ? ' (refused device_mismatch while the rule is on)' : ''}.</p>`}
             ${a.replaced_fingerprints?.length
@@ -144,9 +144,9 @@ export function KeyMachineIdentity({ k: key, onDone }: { k: KeyDetail; onDone: (
         ? html`<p class="muted small">No rebind: no device has moved to a new fingerprint.</p>`
         : html`<ol class="timeline" aria-label="Rebinds">${rebinds.map((e) => {
             const a = e.data.activation
-            return html`<li>${when(e.created_at)}: <strong>${a?.device_name ?? 'a device'}</strong> moved from
-              <span class="mono" title=${e.data.previous_fingerprint}>${short(e.data.previous_fingerprint ?? '')}</span> to
-              <span class="mono" title=${a?.device_fingerprint}>${short(a?.device_fingerprint ?? '')}</span>, same seat <span class="badge">rebound</span></li>`
+            const from = e.data.previous_fingerprint ?? ''
+            const to = a?.device_fingerprint ?? ''
+            return html`<li>${when(e.created_at)}: <strong>${a?.device_name ?? 'a device'}</strong>${' moved from '}<span class="mono" title=${from}>${short(from)}</span>${' to '}<span class="mono" title=${to}>${short(to)}</span>${', same seat '}<span class="badge">rebound</span></li>`
           })}</ol>`}
   </section>`
 }
