@@ -11,7 +11,7 @@ import { createHash, generateKeyPairSync, sign } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Keyward, SignatureError, fileStorage, memoryStorage } from '../../dist/index.js'
+import { Keyward, SignatureError, fileStorage, machineIdentity, memoryStorage } from '../../dist/index.js'
 
 const { publicKey, privateKey } = generateKeyPairSync('ed25519')
 const other = generateKeyPairSync('ed25519').privateKey
@@ -101,4 +101,17 @@ test('fingerprint: 64 hex and stable; verifyLicense on a license in the document
   assert.deepEqual([result.has('export'), result.entitlement('export'), result.has('sso')], [true, true, false])
   const forged = text.replace(/[A-Za-z](?=[^\n]*\n-----END)/, (c) => (c === 'A' ? 'B' : 'A'))
   assert.equal((await kw.verifyLicense(forged)).valid, false)
+})
+
+test('machineIdentity under Node: the client\'s fingerprint and components, salted hashes only, KEYWARD_MACHINE_ID alone when set', async () => {
+  const id = await machineIdentity({ productId: 'prod_N' })
+  const kw = new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: memoryStorage() })
+  assert.equal(await kw.fingerprint(), id.fingerprint)
+  assert.deepEqual(await kw.components(), id.components)
+  assert.ok(Object.keys(id.components).length >= 1)
+  for (const hash of Object.values(id.components)) assert.match(hash, /^[0-9a-f]{64}$/)
+  const { hostname } = await import('node:os')
+  assert.equal(JSON.stringify(id).includes(hostname()), false)
+  const container = await machineIdentity({ productId: 'prod_N', system: { env: (n) => (n === 'KEYWARD_MACHINE_ID' ? 'node-pod-1' : null) } })
+  assert.deepEqual([container.basis, Object.keys(container.components)], ['container', ['container']])
 })
