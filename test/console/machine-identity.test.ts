@@ -60,7 +60,26 @@ test('policy form: the machine match rule with its sentence; a key of the policy
   expect((await api('GET', `/v1/keys/${k.id}`)).component_match).toBe('most')
 }, FLOW)
 
-test('key page: components per device by name, a rebind and refused copies in the history; the key sets its own rule', async () => {
+test('key page: the key sets its own rule over its policy\'s; saved on every node, read back through the API', async () => {
+  const { page } = c
+  const policy = (await api('GET', `/v1/policies?product_id=${product.id}`)).data[0]
+  const k = await newKey(h.call, acct.token, product.id, { policy_id: policy.id })
+  await page.goto(`${h.node.url}/console#/keys/${k.id}`)
+  const panel = page.locator('section', { has: page.getByRole('heading', { name: 'Machine identity' }) })
+  await panel.getByText('Rule: Most: more than half of the parts').waitFor()
+  await panel.getByText('From the policy: a change sets it on this key only.').waitFor()
+  await panel.getByText('No device holds this key right now.').waitFor()
+  await panel.getByLabel('Machine match (component_match)').selectOption('all')
+  await panel.getByRole('button', { name: 'Save rule' }).click()
+  await panel.getByText('Rule: All: every part, unchanged').waitFor()
+  const detail = await api('GET', `/v1/keys/${k.id}`)
+  expect(detail.component_match).toBe('all')
+  expect(Object.keys(detail.overrides)).toContain('component_match')
+  await panel.getByText('Set on this key.').waitFor()
+  expect(c.errors).toEqual([])
+}, FLOW)
+
+test('key page: components per device by name, a rebind and refused copies in the history', async () => {
   const { page } = c
   const k = await newKey(h.call, acct.token, product.id, { activation_limit: 2, component_match: 'most' })
   // A workstation, then its reinstall (new machine id and fingerprint: a rebind), then a clone of it
@@ -95,7 +114,7 @@ test('key page: components per device by name, a rebind and refused copies in th
   expect(c.errors).toEqual([])
   await c.shoot('key-machine-identity')
 
-  // The key's own rule: all, read back through the API, and validate now refuses the drifted set.
+  // The key's own rule: all; validate now refuses the drifted set.
   await panel.getByLabel('Machine match (component_match)').selectOption('all')
   await panel.getByRole('button', { name: 'Save rule' }).click()
   await panel.getByText('Rule: All: every part, unchanged').waitFor()
