@@ -5,6 +5,7 @@
 // clone's refusal appear in the device history (the rebind from activation.rebound, the refusals
 // counted by the validation analytics). Every change is read back through the API. Screenshots at 1280
 // and 390 px, light and dark.
+import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { until } from '../support/wait'
@@ -16,7 +17,7 @@ let c: Console
 let acct: { id: string; token: string }
 let product: { id: string; name: string }
 const hx = (ch: string) => ch.repeat(64)
-const fp = (n: number) => n.toString(16).padStart(64, 'd')
+const fp = (n: number) => createHash('sha256').update(`device ${n}`).digest('hex') // prefixes that differ, as on the page
 const S = { machine_id: hx('1'), disk: hx('2'), mac: hx('3'), cpu: hx('4'), hostname: hx('5') }
 
 beforeAll(async () => {

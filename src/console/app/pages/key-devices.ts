@@ -42,6 +42,10 @@ const LABELS: Record<string, string> = {
   stored_id: 'Stored id',
 }
 const short = (fp: string) => `${fp.slice(0, 12)}…`
+const ORDER = Object.keys(LABELS)
+/** The most stable parts first, as the SDK reads them (the server keeps no order); others by name. */
+const ordered = (names: string[]) =>
+  names.sort((a, b) => (ORDER.indexOf(a) + 1 || 99) - (ORDER.indexOf(b) + 1 || 99) || a.localeCompare(b))
 
 /**
  * Since when each of the activation's current components is unchanged, as far as the record shows: the
@@ -120,7 +124,7 @@ export function KeyMachineIdentity({ k: key, onDone }: { k: KeyDetail; onDone: (
     ${active.length === 0
       ? html`<p class="muted">No device holds this key right now.</p>`
       : html`<ul class="ident-devices">${active.map((a) => {
-          const names = Object.keys(a.components ?? {})
+          const names = ordered(Object.keys(a.components ?? {}))
           const since = sinceByComponent(a, list)
           return html`<li class="ident-device">
             <div class="ident-name"><strong>${a.device_name ?? short(a.device_fingerprint)}</strong>${a.device_name ? html` <span class="mono muted small" title=${a.device_fingerprint}>${short(a.device_fingerprint)}</span>` : null}</div>
