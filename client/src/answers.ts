@@ -28,6 +28,7 @@ export type Entitlements = Readonly<Record<string, EntitlementValue>>
  * entitlement says nothing about the key, only about what this call asked for; device_already_used (a
  * one-per-device trial this device already had) is final for this key here. credits_exhausted says
  * the balance is spent, not that the key is bad (and a metered call never falls back to a stored answer).
+ * device_mismatch (machine identity refused this device: a clone, or a replaced fingerprint) is final here.
  */
 const ENDS_GRACE: Record<Refusal, boolean> = {
   not_found: true,
@@ -38,7 +39,6 @@ const ENDS_GRACE: Record<Refusal, boolean> = {
   device_already_used: true,
   activation_limit: true,
   credits_exhausted: false,
-  // A copy of this device (or a fingerprint another one replaced): its stored answer must not keep it licensed.
   device_mismatch: true,
 }
 export const endsGrace = (reason: Refusal): boolean => ENDS_GRACE[reason]
