@@ -19,7 +19,7 @@ export const ruleInWords = (rule: ComponentMatch | null | undefined) => WORDS[ru
 export const RULE_HINT =
   'Most fits desktops and laptops (a reinstall keeps its seat, a copy does not); all fits VMs cloned with their machine id (any change is then refused too); off fits CI runners and containers, which send KEYWARD_MACHINE_ID.'
 
-/** A select of the five rules; `inherited` names the policy's when the key follows it. */
+/** A select of the five rules, each in words. */
 export function RuleSelect({ id, value, onChange, disabled }: { id: string; value: ComponentMatch; onChange: (v: ComponentMatch) => void; disabled?: boolean }) {
   return html`<select id=${id} value=${value} disabled=${disabled} aria-describedby=${id + '-hint'}
     onChange=${(e: Event) => onChange((e.target as HTMLSelectElement).value as ComponentMatch)}>
