@@ -13,6 +13,7 @@
 // the seat back. Nothing here needs the network.
 import { fromBase64Loose, fromUtf8, parseJsonText, randomBytes, toBase64Url, utf8 } from './encoding.js'
 import { KeywardError } from './errors.js'
+import { parseComponents, type Components } from './component-match.js'
 import type { LicensePayload, LicenseResult } from './license.js'
 import type { KeywardStorage } from './storage.js'
 
@@ -25,8 +26,6 @@ export const MAX_REQUEST_CODE = 2048
 /** A response carries a license text (at most 16 KiB) in base64url. */
 const MAX_RESPONSE_CODE = RESPONSE_PREFIX.length + Math.ceil((16 * 1024 * 4) / 3) + 4
 const MAX_RECEIPT = 4096
-const COMPONENT_NAME = /^[a-z][a-z0-9_.-]{0,31}$/
-const COMPONENT_HASH = /^[0-9a-fA-F]{64}$/
 
 export interface OfflineActivationInput {
   /** The license key the user typed. */
@@ -109,25 +108,19 @@ const sameKey = (a: string, b: string) => {
   return !!x && !!y && x.length === 32 && x.length === y.length && x.every((v, i) => v === y[i])
 }
 
-function checkComponents(components: unknown): Record<string, string> | undefined {
-  if (components === undefined || components === null) return undefined
-  if (typeof components !== 'object' || Array.isArray(components)) throw new TypeError('Keyward: components must be an object of {name: sha256 hex}')
-  const names = Object.keys(components)
-  if (names.length < 1 || names.length > 16) throw new TypeError('Keyward: components must have 1 to 16 entries')
-  const out: Record<string, string> = {}
-  for (const name of names) {
-    const hash = (components as Record<string, unknown>)[name]
-    if (!COMPONENT_NAME.test(name)) throw new TypeError(`Keyward: component name ${JSON.stringify(name.slice(0, 40))} must match ${COMPONENT_NAME.source}`)
-    if (typeof hash !== 'string' || !COMPONENT_HASH.test(hash)) throw new TypeError(`Keyward: components.${name} must be 64 hexadecimal characters (a SHA-256)`)
-    out[name] = hash.toLowerCase()
-  }
-  return out
+/** Components as the app gave them (the service's form, component-match.ts), or a TypeError naming the field. */
+function checkComponents(components: unknown): Components | null {
+  const parsed = parseComponents(components)
+  if (!parsed.ok) throw new TypeError(`Keyward: ${parsed.field} ${parsed.detail}`)
+  return parsed.components
 }
 
 export interface AirGapOptions {
   storage: KeywardStorage
   productId: string | undefined
   fingerprint: () => Promise<string>
+  /** This machine's components (machine-identity.ts), sent when the call gives none. */
+  components: () => Promise<Components | null>
   now: () => number
   /** Checks an offline license text on this device (license.ts, with the pinned root and no network). */
   checkLicense: (text: string) => Promise<LicenseResult>
@@ -167,9 +160,10 @@ export class AirGap {
     if (input.deviceName !== undefined && (typeof input.deviceName !== 'string' || input.deviceName.length < 1 || input.deviceName.length > 100 || /[\u0000-\u001f\u007f]/.test(input.deviceName))) {
       throw new TypeError('Keyward: deviceName must be 1 to 100 characters, with no control characters')
     }
-    const components = checkComponents(input.components)
+    const given = checkComponents(input.components)
     return this.serial(async () => {
       const fingerprint = await this.o.fingerprint()
+      const components = input.components === undefined ? await this.o.components() : given
       const before = await this.read()
       // The device keeps one key pair while it holds a license or a request (a renewal of a held seat is
       // answered for the same activation, whose stored public key must stay this one); a fresh one otherwise.

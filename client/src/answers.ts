@@ -10,8 +10,12 @@ export type DeactivateAnswer = Answer<'postV1Deactivate'>
 type ValidAnswer = Extract<ValidateAnswer, { valid: true }>
 type RefusalAnswer = Extract<ValidateAnswer, { valid: false }>
 
-/** Why the service refused a key (`valid: false`): the server's own list, as its OpenAPI document declares it. */
-export type Refusal = Extract<ValidateAnswer, { valid: false }>['reason']
+/**
+ * Why the service refused a key (`valid: false`): the server's own list, as its OpenAPI document declares
+ * it, and `device_mismatch` (docs/integrating.md, "Identifying machines"), named here until wire.ts is
+ * generated from a service that declares it (then the name is simply there twice).
+ */
+export type Refusal = Extract<ValidateAnswer, { valid: false }>['reason'] | 'device_mismatch'
 
 /** An entitlement's value: `true` (a feature), a number (a quota, e.g. 5 projects) or a string (a tier). */
 export type EntitlementValue = ValidAnswer['entitlements'][string]

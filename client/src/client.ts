@@ -1,12 +1,14 @@
 // The Keyward client, the package's facade: signed validation with offline grace, the self-service
-// device screen, a heartbeat for floating seats, the device fingerprint and offline license checks.
+// device screen, a heartbeat for floating seats, the device's identity and offline license checks.
 // The rooms behind it: transport.ts (HTTP, retries, verification), answers.ts (the wire mapping),
-// grace.ts (the stored answers), air-gapped.ts (activation by exchanged codes), heartbeat.ts, signature.ts, signing-keys.ts (the root, certificates and
-// the key set), license.ts, fingerprint.ts, storage.ts.
+// grace.ts (the stored answers), air-gapped.ts (activation by exchanged codes), heartbeat.ts, signature.ts,
+// signing-keys.ts (the root, certificates and the key set), license.ts, machine-identity.ts (fingerprint
+// and components), component-match.ts, storage.ts.
 import { AirGap, type OfflineActivationInput, type OfflineActivationPayload, type Receipt } from './air-gapped.js'
 import { endsGrace, isRefusal, missingOf, toDeactivate, toDevices, toRefused, toValid, type DeactivateAnswer, type DeactivateResult, type DevicesAnswer, type DevicesResult, type ValidateAnswer, type ValidateResult } from './answers.js'
 import { KeywardError, SignatureError, UnreachableError } from './errors.js'
-import { deriveFingerprint } from './fingerprint.js'
+import { parseComponents, type Components } from './component-match.js'
+import { machineIdentity } from './machine-identity.js'
 import { GraceStore } from './grace.js'
 import { startHeartbeat, type Heartbeat, type HeartbeatOptions } from './heartbeat.js'
 import { checkLicense, type LicenseResult } from './license.js'
@@ -52,8 +54,18 @@ export interface KeywardOptions {
   backoffMs?: number
   /** On 429: false (default) throws RateLimitedError; true waits `retry_after` and tries again; a number waits at most that many seconds. */
   waitOnRateLimit?: boolean | number
-  /** Overrides the derived device fingerprint (64 hex). */
+  /**
+   * Overrides the derived device fingerprint (64 hex). With your own fingerprint no components are sent
+   * unless you pass them too (e.g. from machineIdentity()).
+   */
   fingerprint?: string
+  /**
+   * The device's components (`{name: hash}`, 1..16) sent with validate, devices and this device's
+   * deactivate, and checked against an offline license that carries them. Default: machineIdentity()'s
+   * (salted with productId) when the fingerprint is derived; `false` sends none.
+   * docs/integrating.md, "Identifying machines", says which `component_match` rule fits which machines.
+   */
+  components?: Record<string, string> | false
   /** The clock (ms since the epoch); tests inject one. */
   now?: () => number
   /** How the client waits (backoff, `retry_after`); default setTimeout. Tests inject one, an app may make waits cancellable. */
@@ -88,7 +100,9 @@ export class Keyward {
   private readonly airGap: AirGap
   private readonly now: () => number
   private key: string | undefined
-  private fingerprintValue: Promise<string> | undefined
+  private identityValue: Promise<{ fingerprint: string; components: Components | null }> | undefined
+  private readonly fingerprintOption: string | undefined
+  private readonly componentsOption: Components | false | undefined
 
   constructor(options: KeywardOptions) {
     const rootPublicKey = options?.rootPublicKey ?? options?.publicKey
@@ -104,8 +118,13 @@ export class Keyward {
     this.now = options.now ?? Date.now
     if (options.fingerprint !== undefined) {
       if (!/^[0-9a-fA-F]{64}$/.test(options.fingerprint)) throw new TypeError('Keyward: fingerprint must be 64 hex characters')
-      this.fingerprintValue = Promise.resolve(options.fingerprint.toLowerCase())
+      this.fingerprintOption = options.fingerprint.toLowerCase()
     }
+    if (options.components !== undefined && options.components !== false) {
+      const parsed = parseComponents(options.components)
+      if (!parsed.ok) throw new TypeError(`Keyward: ${parsed.field} ${parsed.detail}`)
+      this.componentsOption = parsed.components ?? false
+    } else this.componentsOption = options.components
     this.root = importRoot(rootPublicKey)
     this.root.catch(() => {}) // reported by the first call that needs it
     this.transport = new Transport({
@@ -132,6 +151,7 @@ export class Keyward {
       storage: this.storage,
       productId: this.productId,
       fingerprint: () => this.fingerprint(),
+      components: () => this.components(),
       now: this.now,
       checkLicense: (text) => this.checkLicenseText(text, 'offline'),
       keyFor: (kid, certificate) => this.trust.keyFor(kid, certificate, 'offline'),
@@ -139,9 +159,25 @@ export class Keyward {
   }
 
   /** This device's fingerprint (64 lower-case hex), derived once. */
-  fingerprint(): Promise<string> {
-    this.fingerprintValue ??= deriveFingerprint(this.productId, this.storage)
-    return this.fingerprintValue
+  async fingerprint(): Promise<string> {
+    return (await this.identity()).fingerprint
+  }
+
+  /** The components this client sends (`{name: hash}`), or null when it sends none; read once. */
+  async components(): Promise<Components | null> {
+    return (await this.identity()).components
+  }
+
+  private identity(): Promise<{ fingerprint: string; components: Components | null }> {
+    this.identityValue ??= (async () => {
+      const own = this.componentsOption
+      // Only what is needed is read: an app with its own fingerprint and components spawns nothing.
+      const derived = this.fingerprintOption === undefined || own === undefined ? await machineIdentity({ productId: this.productId, storage: this.storage }) : null
+      const fingerprint = this.fingerprintOption ?? derived!.fingerprint
+      const components = own === false ? null : (own ?? (this.fingerprintOption === undefined ? derived!.components : null))
+      return { fingerprint, components }
+    })()
+    return this.identityValue
   }
 
   /**
@@ -171,9 +207,10 @@ export class Keyward {
       throw new TypeError('Keyward: cost must be an integer from 0 to 1,000,000')
     }
     this.key = key
-    const fingerprint = await this.fingerprint()
+    const { fingerprint, components } = await this.identity()
     const lastSeen = await this.grace.touchClock()
     const body: Record<string, unknown> = { key, device_fingerprint: fingerprint }
+    if (components) body.components = components
     if (input.appVersion !== undefined) body.app_version = input.appVersion
     if (input.deviceName !== undefined) body.device_name = input.deviceName
     if (this.productId) body.product_id = this.productId
@@ -214,9 +251,10 @@ export class Keyward {
   /** The key's active devices (oldest first), for a "manage devices" screen. */
   async devices(input: { key?: string } = {}): Promise<DevicesResult> {
     const key = this.keyOf(input.key)
-    const fingerprint = await this.fingerprint()
+    const { fingerprint, components } = await this.identity()
     const body: Record<string, unknown> = { key }
     if (this.productId) body.product_id = this.productId
+    if (components) body.components = components
     const { json } = await this.transport.call('/v1/devices', body)
     return toDevices(json as DevicesAnswer, fingerprint)
   }
@@ -224,9 +262,12 @@ export class Keyward {
   /** Releases a device's seat: this device by default, or another of the key's devices (from devices()). */
   async deactivate(fingerprint?: string, input: { key?: string } = {}): Promise<DeactivateResult> {
     const key = this.keyOf(input.key)
-    const own = await this.fingerprint()
+    const { fingerprint: own, components } = await this.identity()
     const target = (fingerprint ?? own).toLowerCase()
-    const { json } = await this.transport.call('/v1/deactivate', { key, device_fingerprint: target })
+    const body: Record<string, unknown> = { key, device_fingerprint: target }
+    // This device's components go with its own release only: another device's are not known here.
+    if (components && target === own) body.components = components
+    const { json } = await this.transport.call('/v1/deactivate', body)
     // This device signed out: its stored answer must not keep it licensed offline.
     if (target === own) await this.grace.forget(key, own)
     return toDeactivate(json as DeactivateAnswer)
@@ -305,6 +346,7 @@ export class Keyward {
       // An air-gapped device never asks the network: the certificate beside the signature suffices.
       keyFor: (kid, certificate, asked, accountId) => this.trust.keyFor(kid, certificate, reach === 'offline' ? 'offline' : asked, accountId),
       fingerprint: await this.fingerprint(),
+      components: await this.components(),
       productId: this.productId,
       clock,
       now: Math.max(clock, lastSeen),

@@ -11,6 +11,7 @@ import { fromBase64, utf8 } from './encoding.js'
 import { KeywardError } from './errors.js'
 import { entitlementsOf, withLookup, type EntitlementLookup, type Entitlements, type EntitlementValue } from './answers.js'
 import type { Reach } from './signing-keys.js'
+import { componentsMatch, isComponentMatch, parseComponents, type ComponentMatch, type Components } from './component-match.js'
 import type { VerifyKey } from './signature.js'
 
 const BEGIN = '-----BEGIN KEYWARD LICENSE-----'
@@ -32,9 +33,13 @@ export interface LicensePayload {
   expires_at: string
   /** The key's effective entitlements when the license was issued or renewed (absent from licenses issued before entitlements existed). */
   entitlements?: Record<string, EntitlementValue>
+  /** The device's components when the license was issued (`{name: hash}`), if it sent any. */
+  components?: Record<string, string> | null
+  /** The key's rule (docs/integrating.md, "Identifying machines"): not `off` → the device's current components must match `components`. */
+  component_match?: ComponentMatch
 }
 
-export type LicenseRefusal = 'malformed' | 'bad_signature' | 'signing_key_revoked' | 'wrong_device' | 'wrong_product' | 'expired' | 'clock_set_back'
+export type LicenseRefusal = 'malformed' | 'bad_signature' | 'signing_key_revoked' | 'wrong_device' | 'device_mismatch' | 'wrong_product' | 'expired' | 'clock_set_back'
 
 /** `has(code)` / `entitlement(code)` read the license's entitlements (none on a refused license). */
 export type LicenseResult = EntitlementLookup &
@@ -56,7 +61,8 @@ const isPayload = (p: any): p is LicensePayload =>
   !!p && typeof p === 'object' && (p.v === 1 || (p.v === 2 && typeof p.kid === 'string')) && (p.account_id === undefined || typeof p.account_id === 'string') && typeof p.id === 'string' && typeof p.product_id === 'string' &&
   typeof p.device_fingerprint === 'string' && typeof p.issued_at === 'string' && typeof p.expires_at === 'string' &&
   Number.isFinite(Date.parse(p.issued_at)) && Number.isFinite(Date.parse(p.expires_at)) &&
-  (p.entitlements === undefined || (!!p.entitlements && typeof p.entitlements === 'object' && !Array.isArray(p.entitlements)))
+  (p.entitlements === undefined || (!!p.entitlements && typeof p.entitlements === 'object' && !Array.isArray(p.entitlements))) &&
+  (p.component_match === undefined || isComponentMatch(p.component_match)) && parseComponents(p.components).ok
 
 export interface LicenseChecks {
   /** The pinned root's kid: a v1 license must be signed by it. */
@@ -64,6 +70,8 @@ export interface LicenseChecks {
   /** The signer's key (signing-keys.ts Trust.keyFor): throws a TrustFailure (`revoked` set for a revoked key). */
   keyFor: (kid: string, certificate: string | null, reach: Reach, accountId?: string) => Promise<VerifyKey>
   fingerprint: string
+  /** The device's current components (machineIdentity()), or null when the app sends none. */
+  components?: Components | null
   productId?: string
   /** The clock to trust: the caller passes max(local clock, latest time seen). */
   now: number
@@ -111,6 +119,13 @@ async function check(text: unknown, c: LicenseChecks): Promise<Checked> {
   const issuedAt = new Date(license.issued_at)
   const expiresAt = new Date(license.expires_at)
   if (license.device_fingerprint.toLowerCase() !== c.fingerprint.toLowerCase()) return { valid: false, reason: 'wrong_device', license }
+  // The rule on: a copy of this device (a cloned image keeps the fingerprint and the license file) must
+  // also show the components the license was issued to, as validate would ask (docs/integrating.md, "Identifying machines").
+  // A license issued without components has nothing to compare: the fingerprint alone decides, as before.
+  const rule = license.component_match ?? 'off'
+  if (rule !== 'off' && license.components && !componentsMatch(rule, license.components, c.components ?? null)) {
+    return { valid: false, reason: 'device_mismatch', license }
+  }
   if (c.productId && license.product_id !== c.productId) return { valid: false, reason: 'wrong_product', license }
   if (issuedAt.getTime() > c.clock + CLOCK_SKEW_MS || c.now > c.clock + CLOCK_SKEW_MS) return { valid: false, reason: 'clock_set_back', license }
   if (expiresAt.getTime() <= c.now) return { valid: false, reason: 'expired', license }

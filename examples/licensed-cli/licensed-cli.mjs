@@ -12,20 +12,27 @@
 //   licensed-cli activate-offline --response <FILE|->   the response code from a file (or stdin), later
 //   licensed-cli deactivate-offline               give the seat back: prints the deactivation code (and QR)
 //   licensed-cli deactivate-offline --receipt <FILE|->  check the receipt the online machine gave for it
+//   licensed-cli identity           this device's fingerprint and the names of its components
 //
 // Configuration (environment, so the same file runs against any node): KEYWARD_URL, KEYWARD_TOKEN (a
 // `validate` token), KEYWARD_PUBLIC_KEY (the account's root: `public_key` from GET /v1/offline/public-key),
 // KEYWARD_PRODUCT_ID; OFFLINE_PAGE_URL (optional: the activation page a QR code opens). State lives in ~/.licensed-cli/ (the key and the last signed answer), or in
-// LICENSED_CLI_HOME when set.
+// LICENSED_CLI_HOME when set. In a container, set KEYWARD_MACHINE_ID (an id the operator gives the
+// workload): the host's identity is not visible there (docs/integrating.md, "Identifying machines").
 import { mkdirSync, readFileSync, writeFileSync, existsSync } from 'node:fs'
 import { homedir } from 'node:os'
 import { join } from 'node:path'
-import { Keyward, KeywardError, OfflineResponseError, fileStorage } from '@keyward/client'
+import { Keyward, KeywardError, OfflineResponseError, fileStorage, machineIdentity } from '@keyward/client'
 import { qrText } from '@keyward/client/qr' // needs the optional peer dependency qrcode-generator
 
 const DIR = process.env.LICENSED_CLI_HOME ?? join(homedir(), '.licensed-cli')
 mkdirSync(DIR, { recursive: true, mode: 0o700 })
 const KEY_FILE = join(DIR, 'key')
+
+// This device: a fingerprint and salted hashes of its parts (machine id, disk, board, network cards,
+// CPU, hostname), so the key's component_match rule can tell a reinstall (same parts: the seat follows)
+// from a copied disk image (refused `device_mismatch`). Nothing raw leaves the computer.
+const identity = await machineIdentity({ productId: process.env.KEYWARD_PRODUCT_ID, storage: fileStorage(join(DIR, 'state.json')) })
 
 const keyward = new Keyward({
   baseUrl: process.env.KEYWARD_URL ?? 'http://localhost:3000',
@@ -34,6 +41,8 @@ const keyward = new Keyward({
   productId: process.env.KEYWARD_PRODUCT_ID,
   storage: fileStorage(join(DIR, 'state.json')),
   graceSeconds: 3 * 86_400,
+  fingerprint: identity.fingerprint,
+  components: identity.components,
 })
 
 const savedKey = () => (existsSync(KEY_FILE) ? readFileSync(KEY_FILE, 'utf8').trim() : null)
@@ -79,6 +88,7 @@ async function licensed(key, require = []) {
       activation_limit: 'every device slot is taken: release one with `licensed-cli devices` / `release`',
       device_already_used: 'this computer already used a trial: buy a license to go on',
       entitlements_missing: `your license does not include ${r.missing?.join(', ')}: upgrade it to use this`,
+      device_mismatch: 'this computer does not match the one this key was activated on (a copied disk image or virtual machine?): release that device with `licensed-cli devices` / `release`, or contact support',
     }
     console.error(why[r.reason])
     return null
@@ -196,6 +206,7 @@ switch (command) {
   }
   case 'offline': {
     const r = await keyward.verifyLicense(readFileSync(arg ?? fail('usage: licensed-cli offline <FILE>'), 'utf8'))
+    if (r.reason === 'device_mismatch') fail('offline license refused: this computer does not match the one the license was issued to')
     if (!r.valid) fail(`offline license refused: ${r.reason}`)
     console.log(`licensed offline until ${r.expiresAt.toISOString()} (plan ${r.license.plan ?? '-'}${features(r) ? `, features: ${features(r)}` : ''})`)
     break
@@ -245,6 +256,11 @@ switch (command) {
   case 'fingerprint':
     console.log(await keyward.fingerprint())
     break
+  case 'identity':
+    // Names only: the hashes mean nothing to a user, and the raw values never left the OS.
+    console.log(`fingerprint ${identity.fingerprint} (from ${identity.basis})`)
+    console.log(`components: ${Object.keys(identity.components).join(', ')}`)
+    break
   default:
-    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | export <FILE> | activate-offline <KEY> | activate-offline --response <FILE|-> | deactivate-offline [--receipt <FILE|->] | fingerprint')
+    console.log('usage: licensed-cli activate <KEY> | run | devices | release <FP|this> | offline <FILE> | export <FILE> | activate-offline <KEY> | activate-offline --response <FILE|-> | deactivate-offline [--receipt <FILE|->] | fingerprint | identity')
 }

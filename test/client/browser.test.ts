@@ -80,6 +80,10 @@ test.skipIf(!present)('in Chromium: validate across origins is verified, forgeri
   expect(out.deviceId).toMatch(/^random:[0-9a-f]{64}$/)
   expect(out.stored).toBe(true)
   expect(fake.requests.find((r) => r.path === '/v1/validate')?.body.device_fingerprint).toBe(out.fingerprint)
+  // The browser subset of machineIdentity() (client/README.md, "Machine identity"): the stored id, the user agent, the platform.
+  const sent = fake.requests.find((r) => r.path === '/v1/validate')?.body.components as Record<string, string>
+  expect(Object.keys(sent).sort()).toEqual(['browser_id', 'platform', 'user_agent'])
+  expect(JSON.stringify(sent).includes(out.deviceId!.slice(7))).toBe(false)
 
   // A forged answer is an error in the browser too (a key with no stored answer); for the stored key it
   // counts as no answer, as the service going away does: grace from localStorage.

@@ -391,3 +391,35 @@ test('forged answers are refused: an impostor server signing with its own key, a
   // Straight to the node, the same key activates with its real plan.
   expect((await install().cli('activate', k.key_value)).stdout).toBe('licensed: plan basic, 1/3 devices\n')
 })
+
+test('identity: machineIdentity() names its components; KEYWARD_MACHINE_ID makes a container its own device; the node stores the components', async () => {
+  const host = install()
+  const shown = await host.cli('identity')
+  expect(shown.code).toBe(0)
+  expect(shown.stdout).toMatch(/^fingerprint [0-9a-f]{64} \(from machine_id\)\ncomponents: machine_id, .*cpu, hostname\n$/)
+  const podA = install({ KEYWARD_MACHINE_ID: 'pod-a-0001' })
+  const podB = install({ KEYWARD_MACHINE_ID: 'pod-b-0002' })
+  const fpA = (await podA.cli('fingerprint')).stdout.trim()
+  const fpB = (await podB.cli('fingerprint')).stdout.trim()
+  expect(new Set([fpA, fpB, (await host.cli('fingerprint')).stdout.trim()]).size).toBe(3)
+  expect((await podA.cli('identity')).stdout).toContain('(from container)\ncomponents: container\n')
+  const k = await key({ activation_limit: 3 })
+  expect((await podA.cli('activate', k.key_value)).code).toBe(0)
+  const a = (await keyDetail(k.id)).activations[0]
+  expect(a.device_fingerprint).toBe(fpA)
+  // Needs the server side of machine identity: the activation shows what the app sent.
+  expect(Object.keys(a.components ?? {})).toEqual(['container'])
+})
+
+test('a copied disk image is told as such: device_mismatch in words (key with component_match all)', async () => {
+  const k = await key({ activation_limit: 2, component_match: 'all' })
+  const original = install()
+  expect((await original.cli('activate', k.key_value)).code).toBe(0)
+  // The copy: the same machine id (so the same fingerprint), another hostname, so not all components match.
+  const copy = install()
+  // (A fresh UTS namespace, `unshare -ru`, gives it another hostname; asynchronous, as the proxy runs in this process.)
+  const renamed = Bun.spawn(['unshare', '-ru', 'sh', '-c', `hostname copied-image && exec node ${join(app, 'licensed-cli.mjs')} activate ${k.key_value}`], { env: copy.env, stdout: 'pipe', stderr: 'pipe' })
+  const [stderr, code] = await Promise.all([new Response(renamed.stderr).text(), renamed.exited])
+  expect(stderr).toBe('this computer does not match the one this key was activated on (a copied disk image or virtual machine?): release that device with `licensed-cli devices` / `release`, or contact support\n')
+  expect(code).toBe(1)
+})

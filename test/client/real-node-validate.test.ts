@@ -88,7 +88,7 @@ test('validate: a signed valid answer, verified (nonce, path, t), typed, stored 
   const [x] = rec.seen
   const fp = await kw.fingerprint()
   expect(x!.path).toBe('/v1/validate')
-  expect(x!.request).toEqual({ key: k.key_value, device_fingerprint: fp, app_version: '3.2.1', device_name: "Alice's laptop", product_id: productId })
+  expect(x!.request).toEqual({ key: k.key_value, device_fingerprint: fp, app_version: '3.2.1', device_name: "Alice's laptop", product_id: productId, components: await kw.components() })
   expect(x!.nonce).toMatch(/^[A-Za-z0-9_-]{16,128}$/)
   const check = checkedByNode(x!, '/v1/validate')
   expect(check).toEqual({ genuine: true, kid: publicKey.kid, t: first.signedAt.getTime() })

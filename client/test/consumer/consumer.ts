@@ -1,6 +1,6 @@
 // A Node user's program compiled against the built package's declarations (dist/index.d.ts) with no
 // DOM lib: only ES2022 and @types/node, strict, library checks on. .ci/run compiles it after the build.
-import { ClockSkewError, Keyward, KeywardError, memoryStorage, OfflineResponseError, SignatureError, type KeywardOptions, type OfflineResponseRefusal, type Receipt, type ValidateResult } from '../../dist/index.js'
+import { ClockSkewError, Keyward, KeywardError, machineIdentity, memoryStorage, OfflineResponseError, SignatureError, type KeywardOptions, type MachineIdentity, type OfflineResponseRefusal, type Receipt, type ValidateResult } from '../../dist/index.js'
 
 const options: KeywardOptions = { baseUrl: 'https://license.example.com', token: 'kw_x', publicKey: 'AAAA', storage: memoryStorage() }
 const keyward = new Keyward(options)
@@ -35,4 +35,11 @@ export async function airGapped(key: string, response: string, receiptText: stri
     }
     throw err
   }
+}
+
+/** A container's identity: KEYWARD_MACHINE_ID, else the machine's parts. */
+export async function identity(): Promise<string> {
+  const id: MachineIdentity = await machineIdentity({ productId: 'prod_x' })
+  const own = new Keyward({ ...options, fingerprint: id.fingerprint, components: id.components })
+  return `${id.basis}: ${Object.keys(id.components).join(', ')} ${await own.fingerprint()}`
 }

@@ -11,7 +11,7 @@ import { createHash, createPublicKey, generateKeyPairSync, sign, verify } from '
 import { mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Keyward, OfflineResponseError, SignatureError, fileStorage, memoryStorage } from '../../dist/index.js'
+import { Keyward, OfflineResponseError, SignatureError, fileStorage, machineIdentity, memoryStorage } from '../../dist/index.js'
 import { qrText } from '../../dist/qr.js'
 
 const { publicKey, privateKey } = generateKeyPairSync('ed25519')
@@ -131,4 +131,17 @@ test('air-gapped activation with Node\'s WebCrypto: request (file mode 0600), re
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
+})
+
+test('machineIdentity under Node: the client\'s fingerprint and components, salted hashes only, KEYWARD_MACHINE_ID alone when set', async () => {
+  const id = await machineIdentity({ productId: 'prod_N' })
+  const kw = new Keyward({ baseUrl, token: 'kw_x', publicKey: raw, productId: 'prod_N', storage: memoryStorage() })
+  assert.equal(await kw.fingerprint(), id.fingerprint)
+  assert.deepEqual(await kw.components(), id.components)
+  assert.ok(Object.keys(id.components).length >= 1)
+  for (const hash of Object.values(id.components)) assert.match(hash, /^[0-9a-f]{64}$/)
+  const { hostname } = await import('node:os')
+  assert.equal(JSON.stringify(id).includes(hostname()), false)
+  const container = await machineIdentity({ productId: 'prod_N', system: { env: (n) => (n === 'KEYWARD_MACHINE_ID' ? 'node-pod-1' : null) } })
+  assert.deepEqual([container.basis, Object.keys(container.components)], ['container', ['container']])
 })

@@ -40,7 +40,8 @@ function subject(e: AuditEvent): { text: string; href?: string; id?: string } {
       const d = e.data as ActivationEventData
       const a = d.activation
       const device = a.device_name || short(a.device_fingerprint)
-      const why = verb === 'deactivated' && a.deactivation_reason ? ` (${a.deactivation_reason})` : ''
+      const previous = (d as { previous_fingerprint?: string }).previous_fingerprint // activation.rebound: the fingerprint it replaced
+      const why = verb === 'deactivated' && a.deactivation_reason ? ` (${a.deactivation_reason})` : verb === 'rebound' && previous ? ` (was ${short(previous)})` : ''
       return { text: `Device ${device}${why}`, href: `#/keys/${d.key_id}`, id: d.key_id }
     }
     case 'product': {

@@ -13,6 +13,7 @@ import { fromUtcInput } from './signing-keys'
 import { KeyCustomer } from './key-customer'
 import { KeyCredits } from '../credits'
 import { KeyRelays } from './key-relays'
+import { KeyMachineIdentity } from './key-devices'
 import { OVERRIDABLE } from '../../../core/key-settings'
 import { AirGappedMark } from './key-offline'
 
@@ -469,6 +470,7 @@ export function KeyPage({ id, query }: { id: string; query?: URLSearchParams }) 
     overview: [
       about,
       html`<${Devices} k=${k} onChange=${key.reload} />`,
+      html`<${KeyMachineIdentity} k=${k} onDone=${key.reload} />`,
       html`<${KeyRelays} k=${k} onChange=${key.reload} />`,
     ],
     settings: [

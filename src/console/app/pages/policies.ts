@@ -19,6 +19,7 @@ import {
   type Unit,
 } from '../settings'
 import { Badge, Field, FormProblem, html, invalid, LoadError, navigate, num, PageHead, Spinner, useLoad, useSubmit, when } from '../ui'
+import { RULE_HINT, RuleSelect, ruleInWords, type ComponentMatch } from '../component-match'
 import type { KeyPage } from '../../../modules/keys/model'
 import type { Policy, PolicyList as PolicyListSchema } from '../../../modules/policies/model'
 import type { ProductList } from '../../../modules/products/model'
@@ -44,6 +45,7 @@ const LABELS: Record<string, string> = {
   release_after_seconds: 'Release an inactive device after',
   deactivations_allowed: 'Device releases allowed to the key holder',
   one_key_per_device: 'One key per device',
+  component_match: 'Machine match',
   metadata: 'Metadata',
 }
 
@@ -85,6 +87,8 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
   const [releaseUnit, setReleaseUnit] = useState<Unit>(release.unit)
   const [deact, setDeact] = useState(policy?.deactivations_allowed == null ? '' : String(policy.deactivations_allowed))
   const [oneKey, setOneKey] = useState(policy?.one_key_per_device ?? false)
+  // The machine-identity rule (docs/integrating.md, "Identifying machines"); read as optional until the policy model declares it.
+  const [rule, setRule] = useState<ComponentMatch>((policy as { component_match?: ComponentMatch } | undefined)?.component_match ?? 'off')
   const [meta, setMeta] = useState(metaText(policy?.metadata))
   const [saved, setSaved] = useState(false)
   // New policies only: an existing policy's credits have their own form on its page (PolicyCredits).
@@ -126,6 +130,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
       release_after_seconds: releaseSeconds,
       deactivations_allowed: allowed,
       one_key_per_device: oneKey,
+      component_match: rule,
       metadata,
     }
     return { all, errors }
@@ -161,7 +166,7 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
   const pending = policy ? Object.keys(changes()) : []
   const now = pending.filter((k) => (INHERITED as readonly string[]).includes(k))
   const later = pending.filter((k) => (FOR_NEW_KEYS as readonly string[]).includes(k))
-  const fields = ['product_id', 'name', 'plan', 'activation_limit', 'duration', 'expiry_basis', 'grace_seconds', 'after_expiry', 'release_after_seconds', 'deactivations_allowed', 'one_key_per_device', 'metadata', ...(policy ? [] : POLICY_CREDIT_FIELDS)]
+  const fields = ['product_id', 'name', 'plan', 'activation_limit', 'duration', 'expiry_basis', 'grace_seconds', 'after_expiry', 'release_after_seconds', 'deactivations_allowed', 'one_key_per_device', 'component_match', 'metadata', ...(policy ? [] : POLICY_CREDIT_FIELDS)]
   return html`<form class="panel form" onSubmit=${submit} aria-labelledby=${id + '-h'} novalidate>
     <h2 id=${id + '-h'}>${policy ? 'Settings' : 'New policy'}</h2>
     <div class="form-grid pairs">
@@ -207,6 +212,9 @@ function PolicyForm({ policy, products, productId, onDone, onCancel }: {
       </${Field}>
       <${Field} label="Device releases allowed to the key holder" id=${id + '-deact'} name="deactivations_allowed" problem=${problem} hint="0: none. Empty: no limit.">
         <input id=${id + '-deact'} type="number" inputmode="numeric" min="0" max="10000" value=${deact} placeholder="Unlimited" onInput=${edit(setDeact)} />
+      </${Field}>
+      <${Field} label="Machine match" id=${id + '-cm'} name="component_match" problem=${problem} hint=${RULE_HINT}>
+        <${RuleSelect} id=${id + '-cm'} value=${rule} onChange=${(v: ComponentMatch) => { setSaved(false); setRule(v) }} />
       </${Field}>
     </div>
     <label class="check"><input type="checkbox" id=${id + '-onekey'} checked=${oneKey} onChange=${(e: Event) => { setSaved(false); setOneKey((e.target as HTMLInputElement).checked) }} />
@@ -370,6 +378,7 @@ export function PolicyPage({ id }: { id: string }) {
         <div><dt>Inactive devices</dt><dd>${releaseInWords(p.release_after_seconds)}</dd></div>
         <div><dt>Released by the holder</dt><dd>${limitInWords(p.deactivations_allowed)}</dd></div>
         <div><dt>One key per device</dt><dd>${p.one_key_per_device ? 'Yes' : 'No'}</dd></div>
+        <div><dt>Machine match</dt><dd>${ruleInWords((p as { component_match?: ComponentMatch }).component_match)}</dd></div>
         <div><dt>Credits</dt><dd>${p.credits ? `${num(p.credits.initial)} to start` : 'Unmetered'}</dd></div>
         <div><dt>Keys</dt><dd>${num(p.keys)}</dd></div>
         <div class="wide"><dt>Id</dt><dd class="mono">${p.id}</dd></div>
