@@ -13,7 +13,7 @@
 // the seat back. Nothing here needs the network.
 import { fromBase64Loose, fromUtf8, parseJsonText, randomBytes, toBase64Url, utf8 } from './encoding.js'
 import { KeywardError } from './errors.js'
-import { parseComponents, type Components } from './component-match.js'
+import { parseComponents, type ComponentMatch, type Components } from './component-match.js'
 import type { LicensePayload, LicenseResult } from './license.js'
 import type { KeywardStorage } from './storage.js'
 
@@ -47,6 +47,7 @@ export type OfflineResponseRefusal =
   | 'wrong_product'
   | 'expired'
   | 'clock_set_back'
+  | 'device_mismatch' // the license's components do not match this machine's under its rule
 
 /** A response code that this device cannot accept: `reason` says why; nothing was stored. */
 export class OfflineResponseError extends KeywardError {
@@ -73,7 +74,7 @@ export interface OfflineActivationPayload extends LicensePayload {
   device_public_key: string
   request_nonce: string
   components?: Record<string, string> | null
-  component_match?: string
+  component_match?: ComponentMatch
 }
 
 /** What the client keeps for air-gapped activation, one entry per product (JSON in the storage). */

@@ -7,7 +7,7 @@ const h = (c: string) => c.repeat(64)
 const base: IdentifiedActivation = {
   id: 'act_1', device_fingerprint: h('f'), device_name: null, app_version: null, country: null, status: 'active',
   activated_at: '2026-01-01T00:00:00.000Z', last_validated_at: null, deactivated_at: null, deactivation_reason: null,
-  components: null, components_changed_at: null, replaced_fingerprints: [],
+  components: null, components_changed_at: null, replaced_fingerprints: [], offline: false,
 }
 const event = (type: string, created_at: string, components: Record<string, string> | null, id = 'act_1') => ({ type, created_at, data: { activation: { ...base, id, components } } })
 
