@@ -38,6 +38,21 @@ import { identityStep, releaseRebindHold, type IdentityStep } from './identity'
 
 export type SeatDeps = Pick<Deps, 'sql' | 'bus' | 'log' | 'config'>
 
+type KeyRefused = 'not_found' | 'revoked' | 'suspended' | 'expired'
+const KEY_REFUSALS: Record<Exclude<KeyRefused, 'not_found'>, string> = { revoked: 'is revoked', suspended: 'is suspended', expired: 'has expired' }
+
+/** Whether a claim was refused by the key itself (not there, revoked, suspended, expired), not by its seats. */
+export const isKeyRefused = <C extends { kind: string }>(claim: C): claim is Extract<C, { kind: KeyRefused }> =>
+  claim.kind === 'not_found' || Object.hasOwn(KEY_REFUSALS, claim.kind)
+
+/**
+ * Such a refusal as an admin route answers it (offline licenses, relays): 404 for a key that is not
+ * there, 409 `key_revoked` / `key_suspended` / `key_expired`.
+ */
+export function keyRefusal(keyId: string, kind: KeyRefused): AppError {
+  return kind === 'not_found' ? notFound('key', keyId) : new AppError(`key_${kind}`, `Key ${keyId} ${KEY_REFUSALS[kind]}`)
+}
+
 /**
  * The most a released seat stays held: longer than any invalidation wait (numbering the change, up to
  * 2 s, then the members' trust window, DEGRADED_TTL_MS, and a margin). Normally the releasing node

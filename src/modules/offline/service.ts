@@ -7,7 +7,7 @@ import { parseComponents } from '../../core/component-match'
 import type { RecordCreated } from '../../infra/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
-import { claimSeat } from '../activations/service'
+import { claimSeat, isKeyRefused, keyRefusal } from '../activations/service'
 import { byApiKey } from '../events/outbox'
 import type { Principal } from '../../core/principal'
 import { parseLicense, signLicense, verifyLicense, type LicensePayload } from './license'
@@ -91,15 +91,8 @@ export async function issueLicense(
     return record ? await record(tx, signed) : signed
   })
   // A new device's seat is announced to every node by claimSeat, as validate's are.
+  if (isKeyRefused(claim)) throw keyRefusal(keyId, claim.kind)
   switch (claim.kind) {
-    case 'not_found':
-      throw notFound('key', keyId)
-    case 'revoked':
-      throw new AppError('key_revoked', `Key ${keyId} is revoked`)
-    case 'suspended':
-      throw new AppError('key_suspended', `Key ${keyId} is suspended`)
-    case 'expired':
-      throw new AppError('key_expired', `Key ${keyId} has expired`)
     case 'limit':
       throw new AppError('activation_limit', `All ${claim.key.activation_limit} seats of key ${keyId} are taken`)
     case 'device_used':

@@ -1,6 +1,7 @@
 // Relays, the cloud side (docs/api.md, "Relays"): licensing a relay for seats of a key (the seats are
 // taken in the seats room, modules/activations/relay-seats.ts), listing and deleting relays, and the
 // relay's check-in. Every license and certificate is signed by the account's current signer.
+import { isKeyRefused, keyRefusal } from '../activations/service'
 import { createHash, createPublicKey, verify } from 'node:crypto'
 import { Value } from '@sinclair/typebox/value'
 import { AppError, invalid, notFound } from '../../core/errors'
@@ -198,15 +199,8 @@ export async function createRelay(
       return { relay_id: relay.id, relay_license: license, created: existing === null }
     },
   )
+  if (isKeyRefused(claim)) throw keyRefusal(keyId, claim.kind)
   switch (claim.kind) {
-    case 'not_found':
-      throw notFound('key', keyId)
-    case 'revoked':
-      throw new AppError('key_revoked', `Key ${keyId} is revoked`)
-    case 'suspended':
-      throw new AppError('key_suspended', `Key ${keyId} is suspended`)
-    case 'expired':
-      throw new AppError('key_expired', `Key ${keyId} has expired`)
     case 'limit':
       throw new AppError('activation_limit', `Key ${keyId} has ${claim.free} free seats of ${claim.key.activation_limit}; the relay asks for ${body.seats}`)
     default:
