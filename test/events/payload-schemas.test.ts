@@ -10,6 +10,7 @@ import { sweepExpiredKeys } from '../../src/modules/keys/expiry-sweeper'
 import { activateDueKeys } from '../../src/modules/signing/service'
 import { eventBody } from '../../src/modules/webhooks/model'
 import { ADMIN_TOKEN, fingerprint, newKey, newProduct, useHarness } from '../support/harness'
+import { createRelay, relayIdentity, requestCode } from '../support/relays'
 
 const h = useHarness({ env: { WEBHOOK_ALLOW_PRIVATE_URLS: 'true' }, socket: false })
 
@@ -52,6 +53,11 @@ test('every event type is produced, and each payload matches its documented sche
   ok(await h.call('POST', '/v1/validate', { token, body: { key: identity.key_value, device_fingerprint: fingerprint(), components: parts } }), 'validate')
   const rebound = ok(await h.call('POST', '/v1/validate', { token, body: { key: identity.key_value, device_fingerprint: fingerprint(), components: { ...parts, cpu: 'd'.repeat(64) } } }), 'rebind')
   expect(rebound.valid).toBe(true)
+
+  // a relay licensed for seats of a key, then deleted
+  const relayed = await newKey(h.call, token, product.id, { activation_limit: 3 })
+  const relay = ok(await createRelay(h.call, token, relayed.id, { request: requestCode(relayIdentity()), seats: 2 }), 'relay create')
+  ok(await h.call('DELETE', `/v1/relays/${relay.relay_id}`, { token }), 'relay delete')
 
   // expiry (the sweeper), revocation
   const expiring = await newKey(h.call, token, product.id, { expires_at: new Date(Date.now() + 86_400_000).toISOString() })
