@@ -52,6 +52,7 @@ describe('Stripe', () => {
       refs: ['cs:cs_1', 'pi:pi_1'],
       lines: [{ price: 'price_a', quantity: 2 }, { price: 'price_b', quantity: 2 }],
       email: 'a@example.com',
+      name: null,
       ids: { checkout_session: 'cs_1', payment_intent: 'pi_1', customer: 'cus_1' },
     })
   })
@@ -71,6 +72,7 @@ describe('Stripe', () => {
       refs: ['sub:sub_1', 'in:in_1', 'pi:pi_1', 'ch:ch_1'],
       lines: [{ price: 'price_pro', quantity: 2 }, { price: 'price_old', quantity: 1 }],
       email: 'a@example.com',
+      name: null,
       ids: { invoice: 'in_1', subscription: 'sub_1', customer: 'cus_1' },
       periodEnd: at(T + 10),
       create: true,
@@ -78,7 +80,7 @@ describe('Stripe', () => {
     expect(intent('invoice.paid', invoice({ parent: { subscription_details: { subscription: 'sub_1' } } }))).toEqual(expected)
     expect(intent('invoice.payment_succeeded', invoice({ subscription: 'sub_1' }))).toEqual(expected)
     expect(intent('invoice.paid', invoice())).toEqual({
-      kind: 'purchase', refs: ['in:in_1', 'pi:pi_1', 'ch:ch_1'], lines: [{ price: 'price_pro', quantity: 2 }, { price: 'price_old', quantity: 1 }], email: 'a@example.com', ids: { invoice: 'in_1', customer: 'cus_1' },
+      kind: 'purchase', refs: ['in:in_1', 'pi:pi_1', 'ch:ch_1'], lines: [{ price: 'price_pro', quantity: 2 }, { price: 'price_old', quantity: 1 }], email: 'a@example.com', name: null, ids: { invoice: 'in_1', customer: 'cus_1' },
     })
     expect(() => intent('invoice.paid', { id: 'in_2' })).toThrow(Malformed)
   })
@@ -134,6 +136,7 @@ describe('Paddle', () => {
       refs: ['txn:txn_1'],
       lines: [{ price: 'pri_1', quantity: 2 }, { price: 'pri_2', quantity: 1 }],
       email: 'a@example.com',
+      name: null,
       ids: { transaction: 'txn_1', customer: 'ctm_1', invoice_number: '2030-1' },
     })
     expect(read('transaction.completed', { id: 'txn_2', subscription_id: 'sub_1', items, billing_period: { ends_at: '2030-01-01T00:00:00Z' } })).toEqual({
@@ -141,6 +144,7 @@ describe('Paddle', () => {
       refs: ['sub:sub_1', 'txn:txn_2'],
       lines: [{ price: 'pri_1', quantity: 2 }, { price: 'pri_2', quantity: 1 }],
       email: null,
+      name: null,
       ids: { transaction: 'txn_2', subscription: 'sub_1' },
       periodEnd: new Date('2030-01-01T00:00:00Z'),
       create: true,
@@ -199,6 +203,7 @@ describe('Lemon Squeezy', () => {
       refs: ['order:11'],
       lines: [{ price: '99', quantity: 2 }],
       email: 'a@example.com',
+      name: null,
       ids: { order: '11', order_identifier: 'ord-uuid', customer: '7' },
     })
     expect(read('order_created', '12', { status: 'pending' }).kind).toBe('none')
@@ -211,6 +216,7 @@ describe('Lemon Squeezy', () => {
       refs: ['sub:21', 'order:11'],
       lines: [{ price: '99', quantity: 1 }],
       email: 'a@example.com',
+      name: null,
       ids: { subscription: '21', order: '11', customer: '7' },
       periodEnd: new Date('2030-02-01T00:00:00Z'),
       create: true,
