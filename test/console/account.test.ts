@@ -349,6 +349,7 @@ test('overview: cards, activations and validations by outcome with their range s
     'Missing entitlement ' + forProduct.entitlements_missing,
     'Device used another key ' + forProduct.device_already_used,
     'Credits exhausted ' + forProduct.credits_exhausted,
+    'Device mismatch ' + forProduct.device_mismatch,
     'Revoked ' + forProduct.revoked,
   ])
   expect(forProduct.valid).toBeGreaterThanOrEqual(1)
@@ -402,7 +403,7 @@ test('API keys: create with a scope (token shown once), rotate, delete', async (
   const { page } = c
   await nav('API keys')
   await page.getByRole('button', { name: 'New API key' }).click()
-  await page.getByLabel('Name').fill('desktop app')
+  await page.getByLabel('Name', { exact: true }).fill('desktop app')
   await page.getByLabel('Scope').selectOption('validate')
   await page.getByRole('button', { name: 'Create API key' }).click()
   const token = await page.getByLabel('API token').inputValue()
