@@ -4,7 +4,7 @@
 // table, the key object's `overrides`, PATCH's `reset`, create and import read it, and the console's
 // inherited-field lists too (this file imports only core/). Adding a setting: a row here, its type in
 // SettingValues/OwnSettings, the model (TypeBox) and the logic that uses it. docs/architecture.md.
-import type { ComponentMatch } from './component-match'
+import { COMPONENT_MATCH, type ComponentMatch } from './component-match'
 import { mergeEntitlements, type Entitlements, type OwnEntitlements } from './entitlements'
 
 /**
@@ -33,23 +33,38 @@ export interface SettingValues {
 
 export type SettingField = keyof SettingValues
 
+/**
+ * The form of a setting's value (besides null where the field allows it), as create, PATCH, import and
+ * the console's forms check it: text of at most `max` characters, an integer in a range, one of some
+ * words, a map (entitlements: checked by core/entitlements.ts) or a boolean.
+ */
+export type Form =
+  | { type: 'text'; max: number }
+  | { type: 'integer'; min: number; max: number }
+  | { type: 'enum'; values: readonly string[] }
+  | { type: 'map' }
+  | { type: 'boolean' }
+
 interface Spec<F extends SettingField = SettingField> {
   field: F
   column: string
   default: SettingValues[F]
   inherit: Inherit
+  form: Form
 }
 
+const YEAR = 31_536_000
+
 export const KEY_SETTINGS = [
-  { field: 'plan', column: 'plan', default: null, inherit: 'flagged' },
-  { field: 'activation_limit', column: 'activation_limit', default: 3, inherit: 'flagged' },
-  { field: 'release_after_seconds', column: 'release_after_seconds', default: null, inherit: 'flagged' },
-  { field: 'deactivations_allowed', column: 'deactivations_allowed', default: null, inherit: 'flagged' },
-  { field: 'grace_seconds', column: 'grace_seconds', default: 0, inherit: 'nullable' },
-  { field: 'after_expiry', column: 'after_expiry', default: 'refuse', inherit: 'nullable' },
-  { field: 'entitlements', column: 'entitlements', default: {}, inherit: 'merged' },
-  { field: 'one_key_per_device', column: 'one_key_per_device', default: false, inherit: 'policy' },
-  { field: 'component_match', column: 'component_match', default: 'off', inherit: 'nullable' },
+  { field: 'plan', column: 'plan', default: null, inherit: 'flagged', form: { type: 'text', max: 64 } },
+  { field: 'activation_limit', column: 'activation_limit', default: 3, inherit: 'flagged', form: { type: 'integer', min: 1, max: 10_000 } },
+  { field: 'release_after_seconds', column: 'release_after_seconds', default: null, inherit: 'flagged', form: { type: 'integer', min: 60, max: YEAR } },
+  { field: 'deactivations_allowed', column: 'deactivations_allowed', default: null, inherit: 'flagged', form: { type: 'integer', min: 0, max: 10_000 } },
+  { field: 'grace_seconds', column: 'grace_seconds', default: 0, inherit: 'nullable', form: { type: 'integer', min: 0, max: YEAR } },
+  { field: 'after_expiry', column: 'after_expiry', default: 'refuse', inherit: 'nullable', form: { type: 'enum', values: ['refuse', 'keep'] } },
+  { field: 'entitlements', column: 'entitlements', default: {}, inherit: 'merged', form: { type: 'map' } },
+  { field: 'one_key_per_device', column: 'one_key_per_device', default: false, inherit: 'policy', form: { type: 'boolean' } },
+  { field: 'component_match', column: 'component_match', default: 'off', inherit: 'nullable', form: { type: 'enum', values: COMPONENT_MATCH } },
 ] as const satisfies readonly { [F in SettingField]: Spec<F> }[SettingField][]
 
 // Compile-time: every field of SettingValues has a row (a row without a type fails above).
@@ -65,6 +80,10 @@ export type OverridableField = Exclude<Row, { inherit: 'policy' }>['field']
 
 export const FLAGGED = KEY_SETTINGS.filter((s) => s.inherit === 'flagged').map((s) => s.field) as readonly FlaggedField[]
 export const OVERRIDABLE = KEY_SETTINGS.filter((s) => s.inherit !== 'policy').map((s) => s.field) as readonly OverridableField[]
+
+/** The settings a key may set itself whose value is one column's scalar (all but the entitlements map). */
+export type ScalarField = Exclude<OverridableField, Extract<Row, { inherit: 'merged' }>['field']>
+export const SCALAR_OWN = KEY_SETTINGS.filter((s): s is Extract<Row, { field: ScalarField }> => s.inherit === 'flagged' || s.inherit === 'nullable')
 
 /** Each setting's default: a key with no value of its own and no policy's. */
 export const SETTING_DEFAULTS = Object.freeze(Object.fromEntries(KEY_SETTINGS.map((s) => [s.field, s.default]))) as Readonly<SettingValues>
@@ -118,4 +137,25 @@ export function overridesOf(own: OwnSettings, hasPolicy: boolean): Partial<Recor
     else if (s.inherit === 'merged' && Object.keys(own[s.field]).length > 0) o[s.field] = own[s.field]
   }
   return o
+}
+
+/**
+ * What is wrong with `value` for `form` (null when it is fine): the message a 400 gives under the
+ * field's name. A map is checked by its own rules (core/entitlements.ts), not here.
+ */
+export function formProblem(form: Form, value: unknown): string | null {
+  switch (form.type) {
+    case 'text':
+      return typeof value === 'string' && [...value].length <= form.max && !/[\u0000-\u001f\u007f-\u009f]/.test(value)
+        ? null
+        : `must be text of 0..${form.max} characters, no control characters`
+    case 'integer':
+      return typeof value === 'number' && Number.isInteger(value) && value >= form.min && value <= form.max ? null : `must be an integer ${form.min}..${form.max}`
+    case 'enum':
+      return typeof value === 'string' && form.values.includes(value) ? null : `must be one of: ${form.values.join(', ')}`
+    case 'boolean':
+      return typeof value === 'boolean' ? null : 'must be true or false'
+    case 'map':
+      return null
+  }
 }

@@ -3,6 +3,7 @@
 // so the key's page and the policy's page say the same thing the same way.
 import { parsePeriod, type Period } from '../../core/durations'
 import type { FieldError } from './api'
+import { KEY_SETTINGS } from '../../core/key-settings'
 
 /** Seconds in the largest unit that divides them: 86400 → 1 day. */
 export const UNITS = [
@@ -33,25 +34,34 @@ export const graceInWords = (s: number) => (s === 0 ? 'None' : spell(s))
 export const afterExpiryInWords = (v: 'refuse' | 'keep') => (v === 'keep' ? 'Keeps working (marked expired)' : 'Refused')
 export const limitInWords = (n: number | null) => (n === null ? 'No limit' : `${n} allowed`)
 
+/** A setting's integer range, as the table declares it (core/key-settings.ts): the forms check what the API checks. */
+function range(field: 'activation_limit' | 'release_after_seconds' | 'deactivations_allowed' | 'grace_seconds'): { min: number; max: number } {
+  const form = KEY_SETTINGS.find((s) => s.field === field)!.form
+  if (form.type !== 'integer') throw new Error(`${field} is not an integer setting`)
+  return form
+}
+const within = (n: number | null, r: { min: number; max: number }) => n !== null && Number.isInteger(n) && n >= r.min && n <= r.max
+
 /**
  * The checks the API makes on these settings, in words a vendor reads (the API's own message for a
- * number or null names no range): each returns a field error or null.
+ * number or null names no range): each returns a field error or null. The ranges are the table's.
  */
 export const checks = {
   limit(text: string, field: string): FieldError | null {
-    const n = Number(text)
-    return text.trim() !== '' && Number.isInteger(n) && n >= 1 && n <= 10000 ? null : { field, message: 'A whole number from 1 to 10000.' }
+    const r = range('activation_limit')
+    return text.trim() !== '' && within(Number(text), r) ? null : { field, message: `A whole number from ${r.min} to ${r.max}.` }
   },
   release(seconds: number | null, field: string): FieldError | null {
-    return seconds === null || (seconds >= 60 && seconds <= 31536000) ? null : { field, message: 'From 1 minute to 365 days, or empty for never.' }
+    const r = range('release_after_seconds')
+    return seconds === null || within(seconds, r) ? null : { field, message: `From ${spell(r.min)} to ${spell(r.max)}, or empty for never.` }
   },
   deactivations(allowed: number | null, field: string): FieldError | null {
-    return allowed === null || (Number.isInteger(allowed) && allowed >= 0 && allowed <= 10000)
-      ? null
-      : { field, message: 'A whole number from 0 to 10000, or empty for unlimited.' }
+    const r = range('deactivations_allowed')
+    return allowed === null || within(allowed, r) ? null : { field, message: `A whole number from ${r.min} to ${r.max}, or empty for unlimited.` }
   },
   grace(seconds: number | null, field: string): FieldError | null {
-    return seconds === null || (Number.isInteger(seconds) && seconds >= 0 && seconds <= 31536000) ? null : { field, message: 'From 0 to 365 days.' }
+    const r = range('grace_seconds')
+    return seconds === null || within(seconds, r) ? null : { field, message: `From ${r.min} to ${spell(r.max)}.` }
   },
 }
 

@@ -3,6 +3,7 @@
 // read (a broken JSON line, a CSV record with the wrong number of cells) is still a row, with its
 // problem, so the answer lists every bad row at once. What is wrong with the file as a whole (not
 // UTF-8 text, unknown CSV columns, too many rows) is refused before any row is looked at.
+import { OVERRIDABLE } from '../../core/key-settings'
 import { parse } from 'csv-parse'
 import { AppError, invalid, type FieldError } from '../../core/errors'
 import { MAX_JSON_DEPTH, nestsDeeperThan, tooWide } from '../../core/json-depth'
@@ -30,11 +31,12 @@ export interface RawRow {
 
 /** The fields an import row may carry: the row of the contract, plus what an export writes (round trip). */
 export const ROW_FIELDS = [
-  'key', 'key_sha256', 'key_hash', 'external_id', 'product_id', 'product_slug', 'policy_id', 'plan', 'activation_limit',
-  'expires_at', 'status', 'metadata', 'entitlements', 'credits', 'created_at', 'activations',
-  // beyond the contract's row: a key's other settings, as an export writes them
-  'release_after_seconds', 'deactivations_allowed', 'grace_seconds', 'after_expiry', 'component_match', 'revoke_reason', 'suspend_reason',
-  'suspended_until', 'key_prefix', 'overrides',
+  'key', 'key_sha256', 'key_hash', 'external_id', 'product_id', 'product_slug', 'policy_id',
+  'expires_at', 'status', 'metadata', 'credits', 'created_at', 'activations',
+  // the settings a key may set itself (plan, activation_limit, entitlements and the others, as an
+  // export writes them): the table's (core/key-settings.ts)
+  ...OVERRIDABLE,
+  'revoke_reason', 'suspend_reason', 'suspended_until', 'key_prefix', 'overrides',
   // who holds the key: an object (JSON, NDJSON, an export's) or, in CSV, one column per field
   'customer', 'customer_email', 'customer_name', 'customer_external_id',
   // written by an export, read by no import (the new installation makes its own)

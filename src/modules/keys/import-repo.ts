@@ -1,11 +1,10 @@
 // The SQL of an import: what the account holds (products, policies, external ids, values), and the
 // rows written in three statements whatever their number (keys, activations, hash-only values), each
 // one JSON parameter unpacked by Postgres (a multi-row VALUES would run out of parameters at 10,000 rows).
-import type { ComponentMatch } from '../../core/component-match'
 import type { JSONValue } from 'postgres'
 import type { RefillRule } from '../../core/credits'
 import type { Tx } from '../../infra/db'
-import type { Catalog, CatalogPolicy } from './import-rows'
+import type { Catalog, CatalogPolicy, ImportSettings } from './import-rows'
 
 export async function loadCatalog(tx: Tx, accountId: string): Promise<Catalog> {
   // `for share`: a concurrent product or policy delete waits for this import, then sees its keys
@@ -42,7 +41,8 @@ export async function existingSha256(tx: Tx, accountId: string, digests: string[
   return new Set(rows.map((r) => r.sha256))
 }
 
-export interface KeyInsert {
+/** A key row as the import writes it: its own settings as the table has them (core/key-settings.ts, ImportSettings), and the rest. */
+export interface KeyInsert extends Omit<ImportSettings, 'activation_limit'> {
   id: string
   account_id: string
   product_id: string
@@ -50,7 +50,6 @@ export interface KeyInsert {
   portable_hash: string | null
   key_prefix: string
   external_id: string | null
-  plan: string | null
   activation_limit: number
   expires_at: string | null
   status: 'active' | 'revoked'
@@ -63,12 +62,7 @@ export interface KeyInsert {
   customer_email: string | null
   customer_name: string | null
   customer_external_id: string | null
-  release_after_seconds: number | null
-  deactivations_allowed: number | null
   entitlements: Record<string, unknown>
-  grace_seconds: number | null
-  after_expiry: 'refuse' | 'keep' | null
-  component_match: ComponentMatch | null
   policy_id: string | null
   own_fields: string[]
   created_at: string

@@ -8,8 +8,7 @@ import { AppError, type FieldError } from '../../core/errors'
 import { checkMetadata, parseInstant } from '../../core/values'
 import { checkCustomer, customerProblems, type Customer } from '../../core/customer'
 import { checkCredits, type ImportCredits } from '../credits/service'
-import { FLAGGED, type FlaggedField } from '../../core/key-settings'
-import { COMPONENT_MATCH, type ComponentMatch } from '../../core/component-match'
+import { FLAGGED, formProblem, SCALAR_OWN, type FlaggedField, type Form, type OwnSettings, type ScalarField } from '../../core/key-settings'
 import { ROW_FIELDS } from './import-parse'
 
 export interface CatalogPolicy {
@@ -46,8 +45,8 @@ export interface CheckedRow {
   keyPrefix: string
   productId: string
   policyId: string | null
-  plan: string | null
-  activationLimit: number | null
+  /** the settings the row gives (null: not given); the nullable ones only when the key sets them itself */
+  settings: ImportSettings
   expiresAt: Date | null
   status: 'active' | 'revoked' | 'suspended'
   revokeReason: string | null
@@ -58,11 +57,6 @@ export interface CheckedRow {
   customer: Customer | null
   entitlements: Record<string, unknown>
   createdAt: Date | null
-  releaseAfterSeconds: number | null
-  deactivationsAllowed: number | null
-  graceSeconds: number | null
-  afterExpiry: 'refuse' | 'keep' | null
-  componentMatch: ComponentMatch | null
   /** the row's credits (null = unmetered); undefined when it gives none: its policy's apply, as on create */
   credits: ImportCredits | null | undefined
   /** with a policy: the settings the row sets itself (an export's `overrides` names them) */
@@ -94,13 +88,23 @@ const text = (field: string, v: unknown, min: number, max: number): string => {
   }
   return v
 }
-const integer = (field: string, v: unknown, min: number, max: number): number => {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
-    throw new AppError('invalid_request', field, { errors: [{ field, message: `must be an integer ${min}..${max}` }] })
-  }
+const nullable = <T>(v: unknown, f: (v: unknown) => T): T | null => (v === null ? null : f(v))
+/** A setting's value checked by its form (core/key-settings.ts), or the 400 naming the field. */
+const formed = (field: string, form: Form, v: unknown): unknown => {
+  const problem = formProblem(form, v)
+  if (problem !== null) throw new AppError('invalid_request', field, { errors: [{ field, message: problem }] })
   return v
 }
-const nullable = <T>(v: unknown, f: (v: unknown) => T): T | null => (v === null ? null : f(v))
+
+/** The settings as sent, one per scalar setting of the table (null: not given). */
+export type ImportSettings = { [F in ScalarField]: OwnSettings[F] | null }
+
+/** A nullable setting (grace, after expiry, the machine rule) is stored only when the key sets it itself. */
+function ownOnly(settings: ImportSettings, own: (field: string) => boolean): ImportSettings {
+  const out = { ...settings } as Record<ScalarField, unknown>
+  for (const spec of SCALAR_OWN) if (spec.inherit === 'nullable' && !own(spec.field)) out[spec.field] = null
+  return out as ImportSettings
+}
 const past = (field: string, v: unknown): Date => {
   const d = parseInstant(field, typeof v === 'string' ? v : '')
   if (d.getTime() > Date.now()) throw new AppError('invalid_request', field, { errors: [{ field, message: 'must be in the past' }] })
@@ -162,23 +166,11 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
   if (!has('policy_id') && !has('product_id') && !has('product_slug')) errors.push({ field: 'product_id', message: 'one of product_id, product_slug and policy_id is required' })
 
   const opt = <T>(k: string, check: (v: unknown) => T): T | null => (has(k) ? (attempt(errors, k, () => nullable(f[k], check)) ?? null) : null)
-  const plan = opt('plan', (v) => text('plan', v, 0, 64))
-  const activationLimit = opt('activation_limit', (v) => integer('activation_limit', v, 1, 10000))
+  // the key's own settings, each checked by its form in the table (core/key-settings.ts)
+  const settings = {} as Record<ScalarField, unknown>
+  for (const spec of SCALAR_OWN) settings[spec.field] = opt(spec.field, (v) => formed(spec.field, spec.form, v))
   const expiresAt = opt('expires_at', (v) => parseInstant('expires_at', typeof v === 'string' ? v : ''))
   const createdAt = opt('created_at', (v) => past('created_at', v))
-  const releaseAfterSeconds = opt('release_after_seconds', (v) => integer('release_after_seconds', v, 60, 31536000))
-  const deactivationsAllowed = opt('deactivations_allowed', (v) => integer('deactivations_allowed', v, 0, 10000))
-  const graceSeconds = opt('grace_seconds', (v) => integer('grace_seconds', v, 0, 31536000))
-  const afterExpiry = opt('after_expiry', (v) => {
-    if (v !== 'refuse' && v !== 'keep') throw new AppError('invalid_request', '', { errors: [{ field: 'after_expiry', message: 'must be one of: refuse, keep' }] })
-    return v
-  })
-  const componentMatch = opt('component_match', (v) => {
-    if (!(COMPONENT_MATCH as readonly unknown[]).includes(v)) {
-      throw new AppError('invalid_request', '', { errors: [{ field: 'component_match', message: `must be one of: ${COMPONENT_MATCH.join(', ')}` }] })
-    }
-    return v as ComponentMatch
-  })
   const status = opt('status', (v) => {
     // an export says `expired` for an active key past its expiry: expires_at carries that
     if (v === 'expired') return 'active'
@@ -233,8 +225,7 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
       keyPrefix,
       productId,
       policyId,
-      plan,
-      activationLimit,
+      settings: ownOnly(settings as ImportSettings, own),
       expiresAt,
       status,
       revokeReason,
@@ -244,11 +235,6 @@ export function checkRow(line: number, f: Fields, catalog: Catalog): { row: Chec
       customer,
       entitlements: ownEntitlements,
       createdAt,
-      releaseAfterSeconds,
-      deactivationsAllowed,
-      graceSeconds: own('grace_seconds') ? graceSeconds : null,
-      afterExpiry: own('after_expiry') ? afterExpiry : null,
-      componentMatch: own('component_match') ? componentMatch : null,
       credits,
       ownFields,
       activations,

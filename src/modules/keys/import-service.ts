@@ -135,7 +135,7 @@ export async function importKeys(
         const terms = newKeyTerms(
           {
             own: r.ownFields,
-            activationLimit: r.activationLimit,
+            activationLimit: r.settings.activation_limit,
             expiresAt: r.expiresAt,
             firstActivation: r.activations.length === 0 ? null : new Date(Math.min(...r.activations.map((a) => a.activatedAt.getTime()))),
             credits: r.credits,
@@ -153,7 +153,7 @@ export async function importKeys(
           portable_hash: portableHash,
           key_prefix: r.keyPrefix,
           external_id: r.externalId,
-          plan: r.plan,
+          ...r.settings,
           activation_limit: terms.activationLimit,
           expires_at: terms.expiresAt?.toISOString() ?? null,
           status: r.status === 'revoked' ? 'revoked' : 'active',
@@ -164,12 +164,7 @@ export async function importKeys(
           suspended_until: r.status === 'suspended' ? (r.suspendedUntil?.toISOString() ?? null) : null,
           metadata: r.metadata,
           ...customerColumns(r.customer),
-          release_after_seconds: r.releaseAfterSeconds,
-          deactivations_allowed: r.deactivationsAllowed,
           entitlements: r.entitlements,
-          grace_seconds: r.graceSeconds,
-          after_expiry: r.afterExpiry,
-          component_match: r.componentMatch,
           policy_id: r.policyId,
           own_fields: terms.ownFields,
           created_at: createdAt.toISOString(),
@@ -178,7 +173,7 @@ export async function importKeys(
           credits_refill: credits?.refill ?? null,
           credits_since: credits ? (since ?? now).toISOString() : null,
         })
-        const releaseAfter = r.policyId === null || r.ownFields.includes('release_after_seconds') ? r.releaseAfterSeconds : (policy?.release_after_seconds ?? null)
+        const releaseAfter = r.policyId === null || r.ownFields.includes('release_after_seconds') ? r.settings.release_after_seconds : (policy?.release_after_seconds ?? null)
         for (const a of r.activations) {
           activations.push({
             id: newId('act'),
