@@ -66,3 +66,9 @@ export function clientRouteOf(detail: unknown): { signed: boolean } | null {
   if (marks?.[CLIENT_MARK] !== true) return null
   return { signed: marks[SIGNED_MARK] === true }
 }
+
+/** A route that answers 204 with no body once `work` is done (the deletes). */
+export async function noContent(set: { status?: number | string }, work: Promise<unknown>): Promise<void> {
+  await work
+  set.status = 204
+}

@@ -13,7 +13,7 @@
 // baseline in the same run: the unfiltered list's first page. A new value per call (a random key's id,
 // e-mail, ...), so no answer is served from a cache. Then the same on the embedded store (PGlite, in
 // this process) with fewer keys. A program, not a test: it prints figures and asserts nothing.
-import { ADMIN_TOKEN, benchAccount, requireServices } from './fixture'
+import { benchAccount, requireServices } from './fixture'
 import postgres from 'postgres'
 import { client, createDatabaseOn, newProduct, testConfig } from '../support/harness'
 import { startNodeProcess, type NodeProcess } from '../support/cluster'
@@ -141,7 +141,7 @@ async function onPostgres() {
   const db = await createDatabaseOn(process.env.DATABASE_URL!, 'keyward_bench_search')
   let node: NodeProcess | null = null
   try {
-    node = await startNodeProcess(db.url, { env: { LOG_LEVEL: 'error', ADMIN_TOKEN } })
+    node = await startNodeProcess(db.url, { env: { LOG_LEVEL: 'error' } })
     const admin = client(node.url)
     const { id: accountId, token } = await benchAccount(admin)
     const product = await newProduct(admin, token)
@@ -162,7 +162,7 @@ async function onPostgres() {
 
 async function onEmbedded() {
   const db = await startEmbedded(null)
-  const node = await startNode(testConfig({ NATS_URL: undefined, REDIS_URL: undefined, LOG_LEVEL: 'error', ADMIN_TOKEN }), { db, log: createLogger('error') })
+  const node = await startNode(testConfig({ NATS_URL: undefined, REDIS_URL: undefined, LOG_LEVEL: 'error' }), { db, log: createLogger('error') })
   try {
     const admin = client(node.url)
     const { id: accountId, token } = await benchAccount(admin)

@@ -19,7 +19,7 @@ import type { SeatKey } from '../activations/repo'
 import type { Actor } from '../events/outbox'
 import { signLicense, type LicensePayload } from '../offline/license'
 import { DEFAULT_TTL_SECONDS } from '../offline/model'
-import { licenseExpiry } from '../offline/service'
+import { licensePayload } from '../offline/service'
 import type { Signer, Signers } from '../signing/signers'
 import { parseDeactivation, parseRequest, responseCode, sha256Of, signReceipt, verifyDeactivation, type OfflineRequest } from './codes'
 import type {
@@ -106,29 +106,16 @@ interface Issue {
 
 /** The response code for a seat: the offline license of `issue`, signed now by the current signer. */
 function response(signer: Signer, accountId: string, key: SeatKey, req: OfflineRequest, issue: Issue): { text: string; expiresAt: Date } {
-  const expiresAt = licenseExpiry(issue.issuedAt, issue.ttlSeconds, {
-    expiresAt: key.expires_at,
-    graceSeconds: key.grace_seconds,
-    keep: key.after_expiry === 'keep',
-  })
   const payload: OfflineLicensePayload = {
-    v: 2,
-    id: issue.licenseId,
-    account_id: accountId,
-    key_id: key.id,
-    product_id: key.product_id,
-    plan: key.plan,
-    device_fingerprint: req.device_fingerprint,
-    issued_at: iso(issue.issuedAt)!,
-    expires_at: iso(expiresAt)!,
-    entitlements: key.entitlements,
-    kid: signer.kid,
+    ...licensePayload(
+      { ...key, component_match: issue.rule },
+      { id: issue.licenseId, accountId, fingerprint: req.device_fingerprint, components: issue.components, kid: signer.kid, issuedAt: issue.issuedAt, ttlSeconds: issue.ttlSeconds },
+    ),
     activation_id: issue.activationId,
     device_public_key: req.device_public_key,
     request_nonce: req.nonce,
-    components: issue.components,
-    component_match: issue.rule,
   }
+  const expiresAt = new Date(payload.expires_at)
   return { text: responseCode(signLicense(signer.privateKey, signer.kid, payload, signer.certificate)), expiresAt }
 }
 

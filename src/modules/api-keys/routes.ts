@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { ApiKey, ApiKeyList, ApiKeyWithToken, CreateApiKeyBody } from './model'
 import { byApiKey } from '../events/outbox'
@@ -48,10 +48,7 @@ export function apiKeyRoutes(deps: Deps) {
             })
             .delete(
               '/api-keys/:id',
-              async ({ principal, params, set }) => {
-                await service.deleteApiKey(deps, principal.accountId, params.id, byApiKey(principal))
-                set.status = 204
-              },
+              ({ principal, params, set }) => noContent(set, service.deleteApiKey(deps, principal.accountId, params.id, byApiKey(principal))),
               {
                 response: { 204: t.Void(), ...problems(409) },
                 detail: { summary: "Delete an API key; refused on every node within 1 s. The account's last full_access key is 409 last_full_access_key" },

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { behindAuth, problems, withBody } from '../../http/responses'
+import { behindAuth, problems, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { Connector, ConnectorDetail, ConnectorList, CreateConnectorBody, HookAnswer, PatchConnectorBody } from './model'
 import * as service from './service'
@@ -44,10 +44,7 @@ export function connectorRoutes(deps: Deps) {
             })
             .delete(
               '/:id',
-              async ({ principal, params, set }) => {
-                await service.deleteConnector(deps, principal, params.id)
-                set.status = 204
-              },
+              ({ principal, params, set }) => noContent(set, service.deleteConnector(deps, principal, params.id)),
               { response: { 204: t.Void() }, detail: { summary: 'Delete a connector (the keys it issued stay)' } },
             ),
         ),

@@ -3,7 +3,7 @@
 import { Value } from '@sinclair/typebox/value'
 import type { Deps } from '../../deps'
 import { AppError, invalid, notFound } from '../../core/errors'
-import { parseComponents } from '../../core/component-match'
+import { parseComponents, type ComponentMatch, type Components } from '../../core/component-match'
 import type { RecordCreated } from '../../infra/record-created'
 import { iso } from '../../core/values'
 import { isId, newId } from '../../infra/crypto'
@@ -36,6 +36,44 @@ export function licenseExpiry(issuedAt: Date, ttlSeconds: number, key: { expires
   return new Date(Math.min(byTtl, key.expiresAt.getTime() + key.graceSeconds * 1000))
 }
 
+/** What a license states of its key (a seat's key row, or a renewal's stored state, in this shape). */
+export interface LicensedKey {
+  id: string
+  product_id: string
+  plan: string | null
+  entitlements: LicensePayload['entitlements']
+  expires_at: Date | null
+  grace_seconds: number
+  after_expiry: 'refuse' | 'keep'
+  component_match: ComponentMatch
+}
+
+/**
+ * A license's payload for `key` on a device, issued at `issuedAt` for `ttlSeconds` (ending no later than
+ * the key's own expiry and grace, unless the key is kept after expiry), signed by `kid`.
+ */
+export function licensePayload(
+  key: LicensedKey,
+  l: { id: string; accountId: string; fingerprint: string; components: Components | null; kid: string; issuedAt: Date; ttlSeconds: number },
+): LicensePayload & { v: 2; kid: string; components: Components | null; component_match: ComponentMatch } {
+  const expiresAt = licenseExpiry(l.issuedAt, l.ttlSeconds, { expiresAt: key.expires_at, graceSeconds: key.grace_seconds, keep: key.after_expiry === 'keep' })
+  return {
+    v: 2,
+    id: l.id,
+    account_id: l.accountId,
+    key_id: key.id,
+    product_id: key.product_id,
+    plan: key.plan,
+    device_fingerprint: l.fingerprint,
+    issued_at: iso(l.issuedAt)!,
+    expires_at: iso(expiresAt)!,
+    entitlements: key.entitlements,
+    kid: l.kid,
+    components: l.components,
+    component_match: key.component_match,
+  }
+}
+
 export async function issueLicense(
   deps: Deps,
   signers: Signers,
@@ -55,12 +93,8 @@ export async function issueLicense(
   const device = { fingerprint, appVersion: null, country: null, components: parsed.components }
   const claim = await claimSeat(deps, who.accountId, { id: keyId }, device, byApiKey(who), async (tx, key, seat) => {
     const issuedAt = new Date()
-    const expiresAt = licenseExpiry(issuedAt, ttlSeconds, {
-      expiresAt: key.expires_at,
-      graceSeconds: key.grace_seconds,
-      keep: key.after_expiry === 'keep',
-    })
     const id = newId('lic')
+    const payload = licensePayload(key, { id, accountId: who.accountId, fingerprint, components: seat.activation.components, kid: signer.kid, issuedAt, ttlSeconds })
     await repo.insertLicense(tx, {
       id,
       accountId: who.accountId,
@@ -69,23 +103,8 @@ export async function issueLicense(
       fingerprint,
       ttlSeconds,
       issuedAt,
-      expiresAt,
+      expiresAt: new Date(payload.expires_at),
     })
-    const payload: LicensePayload = {
-      v: 2,
-      id,
-      account_id: who.accountId,
-      key_id: keyId,
-      product_id: key.product_id,
-      plan: key.plan,
-      device_fingerprint: fingerprint,
-      issued_at: iso(issuedAt)!,
-      expires_at: iso(expiresAt)!,
-      entitlements: key.entitlements,
-      kid: signer.kid,
-      components: seat.activation.components,
-      component_match: key.component_match,
-    }
     // Signed here so the Idempotency-Key `record` stores the response in this transaction (signing is CPU only).
     const signed: IssuedLicense = { id, license: signLicense(signer.privateKey, signer.kid, payload, signer.certificate), expires_at: payload.expires_at, payload }
     return record ? await record(tx, signed) : signed
@@ -148,26 +167,12 @@ export async function syncLicenses(deps: Deps, signers: Signers, who: Principal,
     if (!state.active_activation_id) return { id, status: 'deactivated' }
     let renewal = renewed.get(state.id)
     if (!renewal) {
-      const expiresAt = licenseExpiry(issuedAt, state.ttl_seconds, {
-        expiresAt: state.key_expires_at,
-        graceSeconds: state.grace_seconds,
-        keep: state.after_expiry === 'keep',
-      })
-      const next: LicensePayload = {
-        v: 2,
-        id: state.id,
-        account_id: who.accountId,
-        key_id: state.key_id,
-        product_id: state.product_id,
-        plan: state.plan,
-        device_fingerprint: state.device_fingerprint,
-        issued_at: iso(issuedAt)!,
-        expires_at: iso(expiresAt)!,
-        entitlements: state.entitlements,
-        kid: signer.kid,
-        components: state.active_components,
-        component_match: state.component_match,
-      }
+      const next = licensePayload(
+        { id: state.key_id, product_id: state.product_id, plan: state.plan, entitlements: state.entitlements, expires_at: state.key_expires_at,
+          grace_seconds: state.grace_seconds, after_expiry: state.after_expiry, component_match: state.component_match },
+        { id: state.id, accountId: who.accountId, fingerprint: state.device_fingerprint, components: state.active_components, kid: signer.kid, issuedAt, ttlSeconds: state.ttl_seconds },
+      )
+      const expiresAt = new Date(next.expires_at)
       renewal = { license: signLicense(signer.privateKey, signer.kid, next, signer.certificate), activationId: state.active_activation_id, expiresAt }
       renewed.set(state.id, renewal)
     }

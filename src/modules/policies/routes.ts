@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { CreatePolicyBody, ListPoliciesQuery, PatchPolicyBody, Policy, PolicyList } from './model'
 import * as service from './service'
@@ -48,10 +48,7 @@ export function policyRoutes(deps: Deps) {
         })
         .delete(
           '/:id',
-          async ({ principal, params, set }) => {
-            await service.deletePolicy(deps, principal, params.id)
-            set.status = 204
-          },
+          ({ principal, params, set }) => noContent(set, service.deletePolicy(deps, principal, params.id)),
           {
             auth: 'products:write',
             response: { 204: t.Void(), ...problems(409) },

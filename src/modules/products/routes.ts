@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { CreateProductBody, Product, ProductList, UpdateProductBody } from './model'
 import * as service from './service'
@@ -44,10 +44,7 @@ export function productRoutes(deps: Deps) {
         })
         .delete(
           '/:id',
-          async ({ principal, params, set }) => {
-            await service.deleteProduct(deps, principal, params.id)
-            set.status = 204
-          },
+          ({ principal, params, set }) => noContent(set, service.deleteProduct(deps, principal, params.id)),
           {
             auth: 'products:write',
             response: { 204: t.Void(), ...problems(422) },

@@ -1,7 +1,7 @@
 import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
-import { behindAuth, problems, rawBody, withBody } from '../../http/responses'
+import { behindAuth, problems, rawBody, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import type { Signers } from '../signing/signers'
 import { CheckInAnswer, CheckInBody, CreatedRelay, CreateRelayBody, RelayList } from './model'
@@ -43,10 +43,7 @@ export function relayRoutes(deps: Deps, signers: Signers) {
     })
     .delete(
       '/relays/:id',
-      async ({ principal, params, set }) => {
-        await service.deleteRelay(deps, principal, params.id)
-        set.status = 204
-      },
+      ({ principal, params, set }) => noContent(set, service.deleteRelay(deps, principal, params.id)),
       {
         auth: 'offline:write',
         params: IdParam(),

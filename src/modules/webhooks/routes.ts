@@ -2,7 +2,7 @@ import { Elysia } from 'elysia'
 import type { Deps } from '../../deps'
 import { authPlugin } from '../../http/auth'
 import { createOnce } from '../../http/idempotency'
-import { behindAuth, IDEMPOTENT, problems, withBody } from '../../http/responses'
+import { behindAuth, IDEMPOTENT, problems, withBody, noContent } from '../../http/responses'
 import { IdParam, t } from '../../http/schema'
 import { CreateWebhookBody, TestResult, UpdateWebhookBody, Webhook, WebhookDetail, WebhookList, WebhookWithSecret } from './model'
 import * as service from './service'
@@ -43,10 +43,7 @@ export function webhookRoutes(deps: Deps) {
             })
             .delete(
               '/:id',
-              async ({ principal, params, set }) => {
-                await service.deleteWebhook(deps, principal, params.id)
-                set.status = 204
-              },
+              ({ principal, params, set }) => noContent(set, service.deleteWebhook(deps, principal, params.id)),
               {
                 response: { 204: t.Void() },
                 detail: { summary: 'Delete a webhook; its pending deliveries are dropped' },
