@@ -69,7 +69,7 @@ test('key page: the key sets its own rule over its policy\'s; saved on every nod
   const panel = page.locator('section', { has: page.getByRole('heading', { name: 'Machine identity' }) })
   await panel.getByText('Rule: Most: more than half of the parts').waitFor()
   await panel.getByText('From the policy: a change sets it on this key only.').waitFor()
-  await panel.getByText('No device yet: each one's components appear here once it validates.').waitFor()
+  await panel.getByText('No device yet: components appear here once a device validates.').waitFor()
   await panel.getByLabel('Machine match (component_match)').selectOption('all')
   await panel.getByRole('button', { name: 'Save rule' }).click()
   await panel.getByText('Rule: All: every part, unchanged').waitFor()

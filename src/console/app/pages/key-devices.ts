@@ -122,7 +122,7 @@ export function KeyMachineIdentity({ k: key, onDone }: { k: KeyDetail; onDone: (
     <${Rule} k=${k} onDone=${onDone} />
     <h3 class="ident-sub">Components per device</h3>
     ${active.length === 0
-      ? html`<p class="muted">No device yet: each one's components appear here once it validates.</p>`
+      ? html`<p class="muted">No device yet: components appear here once a device validates.</p>`
       : html`<ul class="ident-devices">${active.map((a) => {
           const names = ordered(Object.keys(a.components ?? {}))
           const since = sinceByComponent(a, list)
