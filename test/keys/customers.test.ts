@@ -117,7 +117,7 @@ describe('GET /v1/keys?q=', () => {
     expect(await ids(token, `q=${enc('müller')}`)).toEqual([bob.id]) // name, a part, ignoring case (not only ASCII)
     expect(await ids(token, `q=${enc('"Bob"')}`)).toEqual([bob.id])
     expect(await ids(token, 'q=nobody@nowhere.example')).toEqual([])
-    // a long q: the index is asked for a part of it (search.ts probeOf), the whole of it decides
+    // a long q: the index is asked for a part of it (search.ts probesOf), the whole of it decides
     expect(await ids(token, 'q=jane.doe@acme.org')).toEqual([])
     expect(await ids(token, 'q=e.doe@acme.co')).toEqual([jane.id])
     expect(await ids(token, `q=${enc('Robert "Bob" Müll')}`)).toEqual([bob.id])

@@ -19,23 +19,38 @@ export function prefixOf(q: string): string | null {
   return PREFIX.test(upper) ? upper : null
 }
 
-/** How many characters of q the trigram index is asked for (probeOf). */
+/** How many characters of each part of q the trigram index is asked for (probesOf). */
 export const PROBE_CHARS = 8
 
 /**
- * The part of q the trigram index is asked for: a key whose e-mail or name contains q contains every
- * part of it, so the index may be asked for a part and q itself checked on the few rows it finds. A
- * long q holds common trigrams (`.com`, `.example`, a popular first name), and the index reads a
- * posting list for each: 8 characters (6 trigrams) cost a fraction of 30 and still find few rows
- * (docs/decisions.md, "Finding keys by customer"). With an `@`, the characters around it (the end of
- * the mailbox, the start of the domain: the least shared part of an address); else the first ones.
+ * The parts of q the trigram index is asked for: a key whose e-mail or name contains q contains every
+ * part of it, so the index may be asked for parts and q itself checked on the few rows they find. The
+ * index reads a posting list for each trigram asked for, and the common ones are long: `.com`,
+ * `.example`, and the padded ends of words (`es ` of every name ending in "es", ` j` of every one
+ * starting with "j"). So (docs/decisions.md, "Finding keys by customer"):
+ * - with an `@`, the characters around it (the end of the mailbox, the start of the domain: the least
+ *   shared part of an address);
+ * - else q's words (runs of letters and digits of 3 or more), the 3 longest, each as its first and its
+ *   last 8 characters: inside a word no trigram is padded, and together they find few rows ("james"
+ *   and "smith");
+ * - q itself when it is short and has no such word (nothing else to ask for).
  */
-export function probeOf(q: string): string {
+export function probesOf(q: string): string[] {
   const chars = [...q]
-  if (chars.length <= PROBE_CHARS) return q
   const at = chars.indexOf('@')
-  const start = at < 0 ? 0 : Math.max(0, Math.min(at - PROBE_CHARS / 2, chars.length - PROBE_CHARS))
-  return chars.slice(start, start + PROBE_CHARS).join('')
+  if (at >= 0) {
+    if (chars.length <= PROBE_CHARS) return [q]
+    const start = Math.max(0, Math.min(at - PROBE_CHARS / 2, chars.length - PROBE_CHARS))
+    return [chars.slice(start, start + PROBE_CHARS).join('')]
+  }
+  const words = (q.match(/[\p{L}\p{N}]{3,}/gu) ?? []).map((w) => [...w])
+  if (words.length === 0) return [chars.length <= PROBE_CHARS ? q : chars.slice(0, PROBE_CHARS).join('')]
+  // a word longer than 8: its first 8 and its last 8 characters (`rodriguez48213` is `rodrigue` and
+  // `guez4821`: the digits, rarer than any name, are asked for too)
+  return words
+    .sort((a, b) => b.length - a.length)
+    .slice(0, 3)
+    .flatMap((w) => (w.length <= PROBE_CHARS ? [w.join('')] : [w.slice(0, PROBE_CHARS).join(''), w.slice(-PROBE_CHARS).join('')]))
 }
 
 /**
@@ -48,12 +63,13 @@ export function probeOf(q: string): string {
 export function searchCondition(sql: Sql | Tx, q: string) {
   const prefix = prefixOf(q)
   const contains = `%${likeEscaped(q)}%`
-  const probe = probeOf(q)
-  // the index is asked for the probe; `|| ''` keeps the whole q out of the index's question (a check on each row found)
-  const text = (column: 'customer_email' | 'customer_name') =>
-    probe === q
-      ? sql`k.${sql(column)} ilike ${contains}`
-      : sql`(k.${sql(column)} ilike ${`%${likeEscaped(probe)}%`} and (k.${sql(column)} || '') ilike ${contains})`
+  const probes = probesOf(q)
+  // the index is asked for the probes; `|| ''` keeps the whole q out of the index's question (a check on each row found)
+  const text = (column: 'customer_email' | 'customer_name') => {
+    if (probes.length === 1 && probes[0] === q) return sql`k.${sql(column)} ilike ${contains}`
+    const asked = probes.map((p) => sql`k.${sql(column)} ilike ${`%${likeEscaped(p)}%`}`).reduce((all, part) => sql`${all} and ${part}`)
+    return sql`(${asked} and (k.${sql(column)} || '') ilike ${contains})`
+  }
   return sql`(k.id = ${q} or k.external_id = ${q} or k.customer_external_id = ${q}
     ${prefix !== null ? sql`or (k.key_prefix collate "C" >= ${prefix} and k.key_prefix collate "C" < ${prefix + '['})` : sql``}
     or ${text('customer_email')} or ${text('customer_name')})`
