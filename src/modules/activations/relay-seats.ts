@@ -7,7 +7,7 @@
 import type { Deps } from '../../deps'
 import type { Tx } from '../../infra/db'
 import { relaySeatsOf } from './relay-count'
-import { lockKeyForSeat, type SeatKey } from './repo'
+import { lockForClaim, lockKeyForSeat, type KeyRefusedClaim, type SeatKey } from './repo'
 
 type SeatDeps = Pick<Deps, 'sql' | 'bus'>
 
@@ -21,8 +21,7 @@ async function freeSeats(tx: Tx, key: SeatKey, exceptRelayId: string | null): Pr
 }
 
 export type RelayClaim<T> =
-  | { kind: 'not_found' }
-  | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
+  | KeyRefusedClaim
   /** `free`: the seats the relay could have (its own current seats included) */
   | { kind: 'limit'; key: SeatKey; free: number }
   | { kind: 'taken'; key: SeatKey; extra: T }
@@ -42,11 +41,8 @@ export async function claimRelaySeats<T>(
   write: (tx: Tx, key: SeatKey, relayId: string | null) => Promise<T>,
 ): Promise<RelayClaim<T>> {
   const result = await deps.sql.begin(async (tx): Promise<RelayClaim<T>> => {
-    const key = await lockKeyForSeat(tx, accountId, { id: keyId })
-    if (!key) return { kind: 'not_found' }
-    if (key.status === 'revoked') return { kind: 'revoked', key }
-    if (key.suspended) return { kind: 'suspended', key }
-    if (key.expired) return { kind: 'expired', key }
+    const key = await lockForClaim(tx, accountId, { id: keyId })
+    if ('kind' in key) return key
     const relayId = await existing(tx, key)
     const free = await freeSeats(tx, key, relayId)
     if (seats > free) return { kind: 'limit', key, free: Math.max(0, free) }

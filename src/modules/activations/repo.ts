@@ -120,6 +120,19 @@ export async function lockKeyForSeat(tx: Tx, accountId: string, where: { id: str
   return row ?? null
 }
 
+/** What a seat claim answers when the key itself refuses it (not there, revoked, suspended, expired). */
+export type KeyRefusedClaim = { kind: 'not_found' } | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
+
+/** The key locked for a seat change (`lockKeyForSeat`), or the key's own refusal of a claim. */
+export async function lockForClaim(tx: Tx, accountId: string, where: { id: string } | { keyHash: string }): Promise<SeatKey | KeyRefusedClaim> {
+  const key = await lockKeyForSeat(tx, accountId, where)
+  if (!key) return { kind: 'not_found' }
+  if (key.status === 'revoked') return { kind: 'revoked', key }
+  if (key.suspended) return { kind: 'suspended', key }
+  if (key.expired) return { kind: 'expired', key }
+  return key
+}
+
 /** The device asking for a seat: its fingerprint, what it reports, and its components (null: none sent). */
 export interface SeatDevice {
   fingerprint: string

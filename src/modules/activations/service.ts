@@ -27,10 +27,12 @@ import {
   findActivation,
   freeSeats,
   isActiveDevice,
+  lockForClaim,
   lockKeyForSeat,
   mayReleaseAsUser,
   freeSeat,
   type SeatDevice,
+  type KeyRefusedClaim,
   type SeatKey,
   type SlotResult,
 } from './repo'
@@ -90,8 +92,7 @@ export async function afterRelease(deps: SeatDeps, released: Released): Promise<
 export type HeldSeat = Exclude<SlotResult, { kind: 'limit' | 'device_used' }> | Extract<IdentityStep, { kind: 'rebound' }>
 
 export type ClaimResult<T> =
-  | { kind: 'not_found' }
-  | { kind: 'revoked' | 'suspended' | 'expired'; key: SeatKey }
+  | KeyRefusedClaim
   | { kind: 'limit'; key: SeatKey; activeCount: number }
   | { kind: 'device_used'; key: SeatKey }
   /** machine identity refused the device (docs/integrating.md, "Identifying machines") */
@@ -100,6 +101,12 @@ export type ClaimResult<T> =
 
 /** What a claim does with its seat in the same transaction (offline: store and sign the license). */
 export type InClaim<T> = (tx: Tx, key: SeatKey, seat: HeldSeat) => Promise<T>
+
+/** A seat taken (or refused by the seats), with what the claim did in its transaction. */
+async function seated<T>(tx: Tx, key: SeatKey, seat: SlotResult | Extract<IdentityStep, { kind: 'rebound' }>, inClaim: InClaim<T> | undefined): Promise<ClaimResult<T>> {
+  if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
+  return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
+}
 
 /**
  * A device claims a seat of the key (`where`: by hash for validate, by id for offline), under the key
@@ -117,16 +124,11 @@ export async function claimSeat<T = undefined>(
   seen: readonly string[] | null = null,
 ): Promise<ClaimResult<T>> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T>> => {
-    const key = await lockKeyForSeat(tx, accountId, where)
-    if (!key) return { kind: 'not_found' }
-    if (key.status === 'revoked') return { kind: 'revoked', key }
-    if (key.suspended) return { kind: 'suspended', key }
-    if (key.expired) return { kind: 'expired', key }
+    const key = await lockForClaim(tx, accountId, where)
+    if ('kind' in key) return key
     const identity = key.component_match === 'off' ? null : await identityStep(tx, key, device, actor, seen, seatHoldMs(deps.config))
     if (identity?.kind === 'mismatch') return { kind: 'mismatch', key }
-    const seat = identity ?? (await takeSeat(tx, key, device, actor))
-    if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
-    return { ...seat, key, extra: (inClaim ? await inClaim(tx, key, seat) : undefined) as T }
+    return seated(tx, key, identity ?? (await takeSeat(tx, key, device, actor)), inClaim)
   })
   await announceClaim(deps, accountId, result, device.fingerprint)
   return result
@@ -170,22 +172,17 @@ export async function claimSeatUnless<T, A>(
   deps: SeatDeps,
   accountId: string,
   where: { id: string } | { keyHash: string },
-  device: { fingerprint: string; appVersion: string | null; country: string | null; name?: string | null; activationId?: string; publicKey?: string },
+  device: SeatDevice,
   actor: Actor,
   before: (tx: Tx, key: SeatKey) => Promise<A | null>,
   inClaim: InClaim<T>,
 ): Promise<ClaimResult<T> | { kind: 'answered'; key: SeatKey; answer: A }> {
   const result = await deps.sql.begin(async (tx): Promise<ClaimResult<T> | { kind: 'answered'; key: SeatKey; answer: A }> => {
-    const key = await lockKeyForSeat(tx, accountId, where)
-    if (!key) return { kind: 'not_found' }
-    if (key.status === 'revoked') return { kind: 'revoked', key }
-    if (key.suspended) return { kind: 'suspended', key }
-    if (key.expired) return { kind: 'expired', key }
+    const key = await lockForClaim(tx, accountId, where)
+    if ('kind' in key) return key
     const answer = await before(tx, key)
     if (answer !== null) return { kind: 'answered', key, answer }
-    const seat = await takeSeat(tx, key, device, actor)
-    if (seat.kind === 'limit' || seat.kind === 'device_used') return { ...seat, key }
-    return { ...seat, key, extra: await inClaim(tx, key, seat) }
+    return seated(tx, key, await takeSeat(tx, key, device, actor), inClaim)
   })
   if (result.kind !== 'answered') await announceClaim(deps, accountId, result, device.fingerprint)
   return result
