@@ -44,14 +44,17 @@ export async function loadKeyState(sql: Sql, keyHash: string): Promise<KeyRow | 
       k.credits_remaining is not null as metered, ${relaySeatsColumn(sql)} as relay_seats,
       coalesce((select array_agg(a.device_fingerprint) from activations a
                 where a.key_id = k.id and a.status = 'active'), '{}') as devices,
-      k.component_match as own_component_match, coalesce(k.component_match, p.component_match, 'off') as component_match,
-      case when coalesce(k.component_match, p.component_match, 'off') <> 'off' then
+      k.component_match as own_component_match, r.rule as component_match,
+      case when r.rule <> 'off' then
         (select jsonb_object_agg(a.device_fingerprint, a.components) from activations a
           where a.key_id = k.id and a.status = 'active' and a.components is not null) end as components,
-      case when coalesce(k.component_match, p.component_match, 'off') <> 'off' then
+      case when r.rule <> 'off' then
         (select array_agg(f) from activations a, unnest(a.replaced_fingerprints) f
           where a.key_id = k.id and a.status = 'active') end as replaced
-    from license_keys k ${joinPolicy(sql)} where k.key_hash = ${keyHash}`
+    from license_keys k ${joinPolicy(sql)}
+      -- the effective rule, once: the key's own, else its policy's, else off
+      cross join lateral (select coalesce(k.component_match, p.component_match, 'off') as rule) r
+    where k.key_hash = ${keyHash}`
   if (!row) return null
   // With a policy: only what the key sets itself; the policy's terms are merged in on use (applyPolicy).
   if (row.policy_id !== null) {
