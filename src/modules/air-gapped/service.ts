@@ -72,13 +72,6 @@ async function countCall(deps: Deps, door: Door): Promise<void> {
   throw new AppError('rate_limited', `This account's daily limit of ${limit} validate calls is reached`, { retryAfter: secondsToUtcMidnight() })
 }
 
-/** The key's component rule, read under its row lock (the key's own, else its policy's, else off). */
-async function componentRule(tx: Tx, key: SeatKey): Promise<ComponentMatch> {
-  const [row] = await tx<{ rule: ComponentMatch }[]>`select coalesce(k.component_match, p.component_match, 'off') as rule
-    from license_keys k left join policies p on p.id = k.policy_id where k.id = ${key.id}`
-  return row?.rule ?? 'off'
-}
-
 /**
  * The machine-identity rule's refusals (docs/integrating.md, "Identifying machines"): with the rule on,
  * a request without components, or whose fingerprint holds a seat with components that do not match,
@@ -152,7 +145,7 @@ export async function activate(deps: Deps, keys: KeyFinder, signers: Signers, do
     offlineActor(activationId),
     async (tx, key) => {
       if (door.productId !== null && key.product_id !== door.productId) return { kind: 'refused', reason: 'not_found' }
-      rule = await componentRule(tx, key)
+      rule = key.component_match // the effective rule: the key's own, else its policy's, else off
       const [seen] = await tx<{ activation_id: string; license_id: string; ttl_seconds: number; status: string; components: Components | null }[]>`
         select r.activation_id, r.license_id, l.ttl_seconds, a.status, a.components
         from offline_requests r join activations a on a.id = r.activation_id join offline_licenses l on l.id = r.license_id
