@@ -1,5 +1,6 @@
 // The relay's texts, read and written in this one place (docs/integrating.md, "Floating seats on your
-// customer's network"): the request code a relay prints, the relay license it loads, and the relay's
+// customer's network"): the request code a relay prints (the service reads it: relays/service.ts
+// readRequest), the relay license it loads, and the relay's
 // certificate that travels with it.
 //
 //   KWRLY1.<base64url(JSON {v: 1, relay_public_key, device_fingerprint, components, name})>
@@ -13,14 +14,12 @@
 // (`relay_certificate` next to `relay_license` in a JSON answer or file): it is verified here either way,
 // so nothing the envelope adds is trusted before its signature is.
 import { createPublicKey, verify, type KeyObject } from 'node:crypto'
-import { parseComponents, type Components } from '../../core/component-match'
+import type { Components } from '../../core/component-match'
+import { REQUEST_PREFIX } from '../relays/model'
 import { CERTIFICATE_PREFIX, verifyCertificate } from '../signing/certificate'
 import { parseLicense, verifyLicense } from '../offline/license'
 
-export const REQUEST_PREFIX = 'KWRLY1'
 const B64URL = /^[A-Za-z0-9_-]+$/
-const FINGERPRINT = /^[0-9a-f]{64}$/
-const MAX_REQUEST = 4096
 const MAX_CERTIFICATE = 2048
 
 export interface RelayRequest {
@@ -34,29 +33,7 @@ export interface RelayRequest {
 
 export function relayRequestCode(r: RelayRequest): string {
   const payload = { v: 1, relay_public_key: r.relay_public_key, device_fingerprint: r.device_fingerprint, components: r.components, name: r.name }
-  return `${REQUEST_PREFIX}.${Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url')}`
-}
-
-/** A request code's content, or a message saying what is wrong with it (never throws). */
-export function parseRelayRequest(text: unknown): RelayRequest | string {
-  if (typeof text !== 'string' || text.length > MAX_REQUEST) return 'must be a KWRLY1 request code'
-  const [prefix, body, ...rest] = text.trim().split('.')
-  if (prefix !== REQUEST_PREFIX || !body || rest.length || !B64URL.test(body)) return 'must be a KWRLY1 request code'
-  let j: Record<string, unknown>
-  try {
-    j = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(Buffer.from(body, 'base64url')))
-  } catch {
-    return 'is not valid JSON'
-  }
-  if (!j || typeof j !== 'object' || j.v !== 1) return 'v must be 1'
-  const raw = typeof j.relay_public_key === 'string' && B64URL.test(j.relay_public_key) ? Buffer.from(j.relay_public_key, 'base64url') : null
-  if (!raw || raw.length !== 32) return 'relay_public_key must be base64url of 32 bytes'
-  if (typeof j.device_fingerprint !== 'string' || !FINGERPRINT.test(j.device_fingerprint)) return 'device_fingerprint must be 64 lowercase hex'
-  if (typeof j.name !== 'string' || j.name.length < 1 || j.name.length > 100) return 'name must be 1..100 characters'
-  const components = parseComponents(j.components)
-  if (!components.ok) return `${components.field} ${components.detail}`
-  if (components.components === null) return 'components are required'
-  return { v: 1, relay_public_key: j.relay_public_key as string, device_fingerprint: j.device_fingerprint, components: components.components, name: j.name }
+  return `${REQUEST_PREFIX}${Buffer.from(JSON.stringify(payload), 'utf8').toString('base64url')}`
 }
 
 export interface RelayScope {
