@@ -47,6 +47,21 @@ export function unlabelledControls(page: Page): Promise<string[]> {
 }
 
 /** `timezoneId`: the browser's time zone (e.g. far from UTC, to show what a page reads as UTC). */
+/**
+ * The console of `baseUrl` in a browser, signed in with an account's `token` and on its overview: the
+ * start of most console tests (the first request bundles the console, so it is made before the clock
+ * of the browser's waits starts).
+ */
+export async function signedInConsole(baseUrl: string, token: string, opts: { timezoneId?: string } = {}): Promise<Console> {
+  await fetch(baseUrl + '/console')
+  const c = await openConsole(baseUrl, opts)
+  await c.page.goto(baseUrl + '/console')
+  await c.page.getByLabel('Token').fill(token)
+  await c.page.getByRole('button', { name: 'Sign in' }).click()
+  await c.page.getByRole('heading', { name: 'Overview' }).waitFor()
+  return c
+}
+
 export async function openConsole(baseUrl: string, opts: { timezoneId?: string } = {}): Promise<Console> {
   const browser = await launchChromium()
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 }, colorScheme: 'light', ...opts })

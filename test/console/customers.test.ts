@@ -4,7 +4,7 @@
 // Every change is checked through the API.
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
-import { openConsole, type Console } from './browser'
+import { signedInConsole, type Console } from './browser'
 
 const FLOW = 90_000
 let h: Harness
@@ -22,12 +22,7 @@ beforeAll(async () => {
     await newKey(h.call, acct.token, product.id, { customer: { name: 'Björn Ågren' } }),
     await newKey(h.call, acct.token, product.id),
   ]
-  await fetch(h.node.url + '/console') // the first request bundles the console
-  c = await openConsole(h.node.url)
-  await c.page.goto(h.node.url + '/console')
-  await c.page.getByLabel('Token').fill(acct.token)
-  await c.page.getByRole('button', { name: 'Sign in' }).click()
-  await c.page.getByRole('heading', { name: 'Overview' }).waitFor()
+  c = await signedInConsole(h.node.url, acct.token)
 }, FLOW)
 afterAll(async () => {
   await c?.close()

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { readFileSync } from 'node:fs'
 import { newProduct, startHarness, type Harness } from '../support/harness'
-import { openConsole, type Console } from './browser'
+import { signedInConsole, type Console } from './browser'
 
 const FLOW = 90_000
 let h: Harness
@@ -16,12 +16,7 @@ beforeAll(async () => {
   h = await startHarness()
   acct = await h.account('growth')
   product = await newProduct(h.call, acct.token, 'my-app')
-  await fetch(h.node.url + '/console') // the first request bundles the console
-  c = await openConsole(h.node.url)
-  await c.page.goto(h.node.url + '/console')
-  await c.page.getByLabel('Token').fill(acct.token)
-  await c.page.getByRole('button', { name: 'Sign in' }).click()
-  await c.page.getByRole('heading', { name: 'Overview' }).waitFor()
+  c = await signedInConsole(h.node.url, acct.token)
 }, FLOW)
 afterAll(async () => {
   await c?.close()

@@ -9,7 +9,7 @@ import { createHash } from 'node:crypto'
 import { afterAll, beforeAll, expect, test } from 'bun:test'
 import { newKey, newProduct, startHarness, type Harness } from '../support/harness'
 import { until } from '../support/wait'
-import { openConsole, type Console } from './browser'
+import { signedInConsole, type Console } from './browser'
 
 const FLOW = 120_000
 let h: Harness
@@ -24,12 +24,7 @@ beforeAll(async () => {
   h = await startHarness()
   acct = await h.account('growth') // the validation analytics (refused copies) are on paid plans
   product = await newProduct(h.call, acct.token, 'cad-suite')
-  await fetch(h.node.url + '/console') // the first request bundles the console
-  c = await openConsole(h.node.url)
-  await c.page.goto(h.node.url + '/console')
-  await c.page.getByLabel('Token').fill(acct.token)
-  await c.page.getByRole('button', { name: 'Sign in' }).click()
-  await c.page.getByRole('heading', { name: 'Overview' }).waitFor()
+  c = await signedInConsole(h.node.url, acct.token)
 }, FLOW)
 afterAll(async () => {
   await c?.close()
